@@ -1,0 +1,23 @@
+"""bayes-dualeval: Bayesian DualEval for ranking language models with honest uncertainty.
+
+Static benchmark labels and arena reward scores are joined on one latent ability scale
+(two-parameter IRT for static items, distilled soft pairwise preferences for arena prompts)
+and fitted with NumPyro (NUTS, SVI or MAP).
+"""
+
+__version__ = "0.1.0"
+
+from bayes_dualeval.dataset import Dataset, load
+from bayes_dualeval.distill import Pairs, distill
+from bayes_dualeval.errors import DataWarning, DualEvalError, InputError
+
+__all__ = [
+    "Dataset",
+    "DataWarning",
+    "DualEvalError",
+    "InputError",
+    "Pairs",
+    "distill",
+    "load",
+    "__version__",
+]

@@ -1,0 +1,3 @@
+from bayes_dualeval.cli import main
+
+main()

@@ -1,0 +1,198 @@
+"""Distil arena rewards into soft pairwise targets, vectorised.
+
+For every prompt and every pair of models that both answered it, DualEval's soft target is
+``t = sigmoid(z_i - z_j)`` on the normalised rewards. Two kinds of pair are set apart:
+
+* a **tie** when ``|z_i - z_j|`` is at or below the ``tie_ratio`` quantile of all pairwise
+  ``|dz|``: it carries no likelihood and is dropped (only counted);
+* a **both-bad** pair when ``max(z_i, z_j)`` is at or below the ``bb_ratio`` quantile of all
+  pairwise maxima (and it is not a tie): it anchors both models' success probabilities
+  down instead of ranking them.
+
+The remaining pairs are *decisive*. There is no Python loop over prompts or pairs: pairs
+are enumerated with ``np.repeat`` arithmetic on prompt-sorted rows, so time and memory grow
+with the number of pairs, not with models x models x prompts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayes_dualeval.errors import InputError
+
+DEFAULT_BB_RATIO = 0.15
+DEFAULT_TIE_RATIO = 0.10
+
+
+@dataclass(frozen=True, eq=False)
+class Pairs:
+    """Kept (non-tie) model pairs of arena prompts.
+
+    Attributes
+    ----------
+    item : numpy.ndarray of int32, shape (n_pairs,)
+        Dataset item index of the prompt.
+    i, j : numpy.ndarray of int32, shape (n_pairs,)
+        Model indices of the pair (``i`` listed first).
+    target : numpy.ndarray of float32, shape (n_pairs,)
+        Soft target ``sigmoid(z_i - z_j)``: how much ``i`` beat ``j``.
+    both_bad : numpy.ndarray of bool, shape (n_pairs,)
+        True for both-bad pairs; False for decisive pairs.
+    prompt_models : numpy.ndarray of int32, shape (n_items,)
+        Number of models that answered each item (0 for static items).
+    n_total, n_tie : int
+        Number of pairs before dropping ties, and of ties dropped.
+    tie_threshold, bb_threshold : float
+        The ``|dz|`` and ``max(z)`` cut-offs (``-inf`` when disabled).
+    tie_ratio, bb_ratio : float
+        The quantile levels used.
+    """
+
+    item: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    target: np.ndarray
+    both_bad: np.ndarray
+    prompt_models: np.ndarray
+    n_total: int
+    n_tie: int
+    tie_threshold: float
+    bb_threshold: float
+    tie_ratio: float
+    bb_ratio: float
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of kept pairs (decisive plus both-bad)."""
+        return len(self.item)
+
+    @property
+    def n_both_bad(self) -> int:
+        """Number of both-bad pairs."""
+        return int(self.both_bad.sum())
+
+    @property
+    def n_decisive(self) -> int:
+        """Number of decisive pairs."""
+        return self.n_pairs - self.n_both_bad
+
+    def summary_dict(self) -> dict:
+        """Counts and thresholds as a plain dict."""
+        return {
+            "pairs_total": int(self.n_total),
+            "pairs_decisive": self.n_decisive,
+            "pairs_both_bad": self.n_both_bad,
+            "pairs_tie": int(self.n_tie),
+            "tie_ratio": self.tie_ratio,
+            "bb_ratio": self.bb_ratio,
+            "tie_threshold": float(self.tie_threshold),
+            "bb_threshold": float(self.bb_threshold),
+        }
+
+
+def enumerate_pairs(item: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All within-group pairs of rows, for rows grouped by ``item``.
+
+    Parameters
+    ----------
+    item : numpy.ndarray of int, shape (n_rows,)
+        Group label of each row; rows must already be sorted by it.
+
+    Returns
+    -------
+    first, second : numpy.ndarray of int32 (int64 for more than 2**31 pairs)
+        Row indices with ``first < second`` and ``item[first] == item[second]``, every
+        unordered within-group pair exactly once, grouped by item.
+    """
+    n_rows = len(item)
+    if n_rows == 0:
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty
+    starts = np.flatnonzero(np.r_[True, item[1:] != item[:-1]])
+    sizes = np.diff(np.r_[starts, n_rows])
+    group_start = np.repeat(starts, sizes)
+    pos = np.arange(n_rows) - group_start
+    partners = np.repeat(sizes, sizes) - 1 - pos  # rows after this one in its group
+    total = int(partners.sum())
+    dtype = np.int32 if total < 2**31 - 1 and n_rows < 2**31 - 1 else np.int64
+    first = np.repeat(np.arange(n_rows, dtype=dtype), partners)
+    # offset of each pair within its first row's run, plus one
+    run_start = np.cumsum(partners) - partners
+    second = np.arange(total, dtype=dtype)
+    second -= np.repeat(run_start.astype(dtype), partners)
+    second += first + 1
+    return first, second
+
+
+def distill(
+    dataset,
+    *,
+    bb_ratio: float = DEFAULT_BB_RATIO,
+    tie_ratio: float = DEFAULT_TIE_RATIO,
+) -> Pairs:
+    """Turn a dataset's arena rewards into soft pairwise targets.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The dataset; its normalised rewards ``arena_z`` are used.
+    bb_ratio : float
+        Quantile of all pairwise ``max(z_i, z_j)`` at or below which a pair is both-bad;
+        0 disables both-bad pairs.
+    tie_ratio : float
+        Quantile of all pairwise ``|z_i - z_j|`` at or below which a pair is a tie; 0
+        disables ties.
+
+    Returns
+    -------
+    Pairs
+
+    Examples
+    --------
+    >>> from bayes_dualeval import distill, load
+    >>> pairs = distill(load("data/"))  # doctest: +SKIP
+    """
+    for name, value in (("bb_ratio", bb_ratio), ("tie_ratio", tie_ratio)):
+        if not 0.0 <= value < 1.0:
+            raise InputError(f"{name} must be in [0, 1), got {value}")
+    order = np.lexsort((dataset.arena_model, dataset.arena_item))
+    item_sorted = dataset.arena_item[order]
+    z = dataset.arena_z[order].astype(np.float32)
+    model = dataset.arena_model[order]
+    first, second = enumerate_pairs(item_sorted)
+    prompt_models = np.bincount(dataset.arena_item, minlength=dataset.n_items).astype(np.int32)
+
+    dz = z[first] - z[second]
+    n_total = len(dz)
+    tie_thr = bb_thr = -np.inf
+    keep = None
+    if tie_ratio > 0 and n_total:
+        adz = np.abs(dz)
+        tie_thr = float(np.quantile(adz, tie_ratio))
+        keep = adz > np.float32(tie_thr)
+        del adz
+    both_bad = np.zeros(n_total, dtype=bool)
+    if bb_ratio > 0 and n_total:
+        top = np.maximum(z[first], z[second])
+        bb_thr = float(np.quantile(top, bb_ratio))
+        both_bad = top <= np.float32(bb_thr)
+        del top
+    if keep is not None:
+        first, second, dz, both_bad = first[keep], second[keep], dz[keep], both_bad[keep]
+    target = 0.5 * (1.0 + np.tanh(0.5 * dz))  # sigmoid(dz) without overflow
+    return Pairs(
+        item=item_sorted[first].astype(np.int32),
+        i=model[first].astype(np.int32),
+        j=model[second].astype(np.int32),
+        target=target.astype(np.float32),
+        both_bad=both_bad,
+        prompt_models=prompt_models,
+        n_total=n_total,
+        n_tie=n_total - len(first),
+        tie_threshold=tie_thr,
+        bb_threshold=bb_thr,
+        tie_ratio=float(tie_ratio),
+        bb_ratio=float(bb_ratio),
+    )

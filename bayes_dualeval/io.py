@@ -1,0 +1,377 @@
+"""Reading the DualEval input formats (JSONL and CSV) into validated tables.
+
+Two row kinds exist:
+
+* static labels, one row per (model, question):
+  ``{"model_label": "gpt-4o", "dataset": "gsm8k", "sample_index": 0, "correct": 1}``
+* arena rewards, one row per (model, prompt):
+  ``{"model_label": "gpt-4o", "item_id": "arena_math_0042", "reward": 3.71}``
+
+Each file holds one kind, recognised from its fields. Item ids are made unique per source:
+the source tag is the file's parent folder name, a static item becomes
+``<source>::<dataset>_<sample_index>`` and an arena prompt ``<source>::<item_id>``.
+
+This module uses only the standard library, NumPy and pandas.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_dualeval.errors import InputError
+
+STATIC_FIELDS = ("model_label", "dataset", "sample_index", "correct")
+ARENA_FIELDS = ("model_label", "item_id", "reward")
+_STATIC_ONLY = {"dataset", "sample_index", "correct"}
+_ARENA_ONLY = {"item_id", "reward"}
+#: Extra fields kept per item as metadata (the first one present gives the item's domain).
+DOMAIN_FIELDS = ("domain", "category")
+SUFFIXES = (".jsonl", ".csv")
+
+_TRUE = {"1", "true"}
+_FALSE = {"0", "false"}
+
+
+@dataclass
+class ReadReport:
+    """Counts of rows that were read, skipped or dropped while reading.
+
+    Attributes
+    ----------
+    files : list of str
+        Files read, in order.
+    rows : int
+        Rows kept.
+    missing : Counter
+        Rows skipped because a required field was missing or empty, per field name.
+    invalid : Counter
+        Rows skipped under ``skip_invalid`` because a value was invalid, per field name.
+    models_seen : set of str
+        Every model label met, including on rows that were skipped.
+    """
+
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+    missing: Counter = field(default_factory=Counter)
+    invalid: Counter = field(default_factory=Counter)
+    models_seen: set = field(default_factory=set)
+
+
+def find_files(paths) -> list[tuple[Path, Path]]:
+    """Expand files and directories into the input files they hold.
+
+    Parameters
+    ----------
+    paths : iterable of str or Path
+        Files, or directories searched recursively for ``*.jsonl`` and ``*.csv``.
+
+    Returns
+    -------
+    list of (Path, Path)
+        ``(file, root)`` pairs, where ``root`` is the directory the file was found under
+        (the file's own folder when a file was given). Sorted within each directory.
+
+    Raises
+    ------
+    InputError
+        If a path does not exist, or a file has an unsupported suffix.
+    """
+    found = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise InputError(f"{p}: no such file or directory")
+        if p.is_dir():
+            files = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.suffix.lower() in SUFFIXES
+                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
+            found.extend((f, p) for f in files)
+        elif p.suffix.lower() in SUFFIXES:
+            found.append((p, p.parent))
+        else:
+            raise InputError(f"{p}: unsupported file type (expected .jsonl or .csv)")
+    return found
+
+
+def _row_kind(row: dict) -> str | None:
+    keys = {k for k, v in row.items() if v is not None and v != ""}
+    static, arena = bool(keys & _STATIC_ONLY), bool(keys & _ARENA_ONLY)
+    if static and arena:
+        return "mixed"
+    if static:
+        return "static"
+    if arena:
+        return "arena"
+    return None
+
+
+def _label(value, name: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    text = str(value).strip()
+    if not text:
+        raise ValueError(f"{name} is empty")
+    return text
+
+
+def _correct(value) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value in (0, 1):
+            return int(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return 1
+        if text in _FALSE:
+            return 0
+    raise ValueError(f"correct must be true/false or 0/1, got {value!r}")
+
+
+def _index(value) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"sample_index must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"sample_index must be an integer, got {value!r}")
+
+
+def _reward(value) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"reward must be a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str):
+        try:
+            out = float(value.strip())
+        except ValueError:
+            raise ValueError(f"reward must be a number, got {value!r}") from None
+    else:
+        raise ValueError(f"reward must be a number, got {value!r}")
+    if not math.isfinite(out):
+        raise ValueError(f"reward must be finite, got {value!r}")
+    return out
+
+
+def _rows(path: Path):
+    """Yield ``(line_number, dict)`` for each non-blank row of a JSONL or CSV file."""
+    try:
+        if path.suffix.lower() == ".csv":
+            with path.open(newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                for row in reader:
+                    clean = {
+                        (k or "").strip(): (v.strip() if isinstance(v, str) else v)
+                        for k, v in row.items()
+                        if k is not None
+                    }
+                    if any(v not in (None, "") for v in clean.values()):
+                        yield reader.line_num, clean
+            return
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except (json.JSONDecodeError, RecursionError) as exc:
+                    raise InputError(f"{path}:{n}: malformed JSON ({exc})") from None
+                if not isinstance(row, dict):
+                    raise InputError(f"{path}:{n}: expected a JSON object, got {line.strip()[:60]}")
+                yield n, row
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: malformed CSV ({exc})") from None
+
+
+def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
+    """Validate raw rows of one file (or frame) and turn them into canonical records.
+
+    Parameters
+    ----------
+    rows : iterable of (int, dict)
+        Line (or row) number and the raw fields of each row.
+    source : str
+        Source tag used to make item ids unique (``<source>::...``).
+    folder_domain : str
+        Domain used when a row has no ``domain`` or ``category`` field.
+    where : str
+        The file name (or a description) used in error messages.
+    skip_invalid : bool
+        Count rows with invalid values as skipped instead of raising.
+    report : ReadReport
+        Updated in place with skip counts and the models seen.
+
+    Returns
+    -------
+    kind : {"static", "arena"} or None
+        The kind of every row (None when no usable row was found).
+    records : list of tuple
+        ``(model, item, source, domain, line, value)`` per kept row.
+    """
+    kind = None
+    records = []
+    for line, row in rows:
+        row_kind = _row_kind(row)
+        if row_kind == "mixed":
+            raise InputError(
+                f"{where}:{line}: row has both static fields (dataset/sample_index/correct) and "
+                "arena fields (item_id/reward)"
+            )
+        if isinstance(row.get("model_label"), str) and row["model_label"].strip():
+            report.models_seen.add(row["model_label"].strip())
+        if row_kind is None:
+            report.missing["correct or reward"] += 1
+            continue
+        if kind is None:
+            kind = row_kind
+        elif row_kind != kind:
+            raise InputError(
+                f"{where}:{line}: file mixes static and arena rows; put each kind in its own file"
+            )
+        required = STATIC_FIELDS if kind == "static" else ARENA_FIELDS
+        absent = [f for f in required if row.get(f) is None or row.get(f) == ""]
+        if absent:
+            report.missing[absent[0]] += 1
+            continue
+        try:
+            model = _label(row["model_label"], "model_label")
+            if kind == "static":
+                dataset = _label(row["dataset"], "dataset")
+                item = f"{source}::{dataset}_{_index(row['sample_index'])}"
+                value = _correct(row["correct"])
+            else:
+                item = f"{source}::{_label(row['item_id'], 'item_id')}"
+                value = _reward(row["reward"])
+        except ValueError as exc:
+            if skip_invalid:
+                report.invalid[str(exc).split(" ", 1)[0]] += 1
+                continue
+            raise InputError(f"{where}:{line}: {exc}") from None
+        domain = folder_domain
+        for name in DOMAIN_FIELDS:
+            val = row.get(name)
+            if isinstance(val, (str, int)) and not isinstance(val, bool) and str(val).strip():
+                domain = str(val).strip()
+                break
+        records.append((model, item, source, domain, line, value))
+    return kind, records
+
+
+def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: ReadReport):
+    """Read one input file into a canonical table.
+
+    Parameters
+    ----------
+    path : Path
+        The JSONL or CSV file.
+    root : Path
+        The directory the file was found under; its first folder level below ``root``
+        gives the default domain.
+    skip_invalid : bool
+        Count rows with invalid values as skipped instead of raising.
+    report : ReadReport
+        Updated in place with the counts of this file.
+
+    Returns
+    -------
+    kind : {"static", "arena"} or None
+        None when the file held no usable row.
+    table : pandas.DataFrame
+        Columns ``model, item, source, domain, line`` and ``correct`` (static) or
+        ``reward`` (arena).
+
+    Raises
+    ------
+    InputError
+        Malformed JSON, a file that mixes kinds, or (without ``skip_invalid``) an invalid
+        value; the message names the file, the line and the value.
+    """
+    source = path.parent.name or "data"
+    rel = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
+    folder_domain = rel[0] if len(rel) > 1 else ""
+    kind, records = parse_rows(
+        _rows(path),
+        source=source,
+        folder_domain=folder_domain,
+        where=str(path),
+        skip_invalid=skip_invalid,
+        report=report,
+    )
+    report.files.append(str(path))
+    report.rows += len(records)
+    value_col = "correct" if kind == "static" else "reward"
+    table = pd.DataFrame.from_records(
+        records, columns=["model", "item", "source", "domain", "line", value_col]
+    )
+    table["file"] = str(path)
+    return kind, table
+
+
+def read_paths(paths, *, skip_invalid: bool = False):
+    """Read every input file under ``paths``.
+
+    Parameters
+    ----------
+    paths : iterable of str or Path
+        Files or directories (searched recursively).
+    skip_invalid : bool
+        Count rows with invalid values as skipped instead of raising.
+
+    Returns
+    -------
+    static : pandas.DataFrame
+        Columns ``model, item, source, domain, correct, file, line``.
+    arena : pandas.DataFrame
+        Columns ``model, item, source, domain, reward, file, line``.
+    report : ReadReport
+        Files read and rows skipped.
+
+    Raises
+    ------
+    InputError
+        If no input file is found, or any file cannot be read (see :func:`read_file`).
+    """
+    files = find_files(paths)
+    if not files:
+        shown = ", ".join(str(p) for p in paths)
+        raise InputError(f"no .jsonl or .csv input files found in {shown}")
+    report = ReadReport()
+    tables = {"static": [], "arena": []}
+    for path, root in files:
+        kind, table = read_file(path, root, skip_invalid=skip_invalid, report=report)
+        if kind is not None and len(table):
+            tables[kind].append(table)
+    columns = {
+        "static": ["model", "item", "source", "domain", "correct", "file", "line"],
+        "arena": ["model", "item", "source", "domain", "reward", "file", "line"],
+    }
+    out = {}
+    for kind, parts in tables.items():
+        if parts:
+            out[kind] = pd.concat(parts, ignore_index=True)[columns[kind]]
+        else:
+            out[kind] = pd.DataFrame({c: pd.Series(dtype=object) for c in columns[kind]})
+    out["static"]["correct"] = out["static"]["correct"].astype("int8")
+    out["arena"]["reward"] = out["arena"]["reward"].astype("float64")
+    return out["static"], out["arena"], report

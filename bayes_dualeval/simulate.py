@@ -1,0 +1,215 @@
+"""Simulate static and arena evaluation data with known truth.
+
+The generative process (documented in ``docs/simulator.md``):
+
+1. abilities ``theta_i ~ Normal(0, 1)``;
+2. per item (static question or arena prompt) ``b_q ~ Normal(0, 1)`` and
+   ``log a_q ~ Normal(0, 0.3)``, items split evenly across domains;
+3. static labels ``y_iq ~ Bernoulli(sigmoid(a_q (theta_i - b_q)))``;
+4. arena rewards ``r_iq = c_q + gamma_reward * sigmoid(a_q (theta_i - b_q)) + e_iq`` with a
+   prompt offset ``c_q ~ Normal(5, 1)`` and noise ``e_iq ~ Normal(0, reward_noise)``;
+5. each (model, item) cell is dropped independently with probability ``missing``.
+
+The truth records ``gamma``: the slope of z-normalised rewards on ``p``, i.e.
+``gamma_reward / sd(r)``, which is what the model's ``gamma`` estimates (attenuated by
+reward noise).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayes_dualeval import atomic
+from bayes_dualeval.errors import InputError
+
+MODEL_NAMES = (
+    "atlas-70b", "borealis-8b", "cirrus-34b", "delta-13b", "ember-7b", "fjord-405b",
+    "granite-3b", "halcyon-22b", "iris-1.5b", "juniper-72b", "kestrel-9b", "lumen-27b",
+    "meridian-14b", "nimbus-32b", "onyx-4b", "polaris-120b",
+)  # fmt: skip
+DOMAIN_NAMES = ("math", "code", "writing", "reasoning", "knowledge", "safety")
+STATIC_SOURCE = "bench"
+ARENA_SOURCE = "arena"
+
+
+def model_names(n: int) -> list[str]:
+    """Readable model names: the built-in list, then ``model-017``-style names."""
+    if n <= len(MODEL_NAMES):
+        return list(MODEL_NAMES[:n])
+    return [f"model-{k:03d}" for k in range(1, n + 1)]
+
+
+def simulate(
+    n_models: int = 12,
+    n_static: int = 300,
+    n_arena: int = 100,
+    *,
+    n_domains: int = 3,
+    missing: float = 0.0,
+    gamma_reward: float = 4.0,
+    reward_noise: float = 0.3,
+    seed: int = 0,
+):
+    """Draw a simulated evaluation with known truth.
+
+    Parameters
+    ----------
+    n_models, n_static, n_arena : int
+        Numbers of models, static questions and arena prompts.
+    n_domains : int
+        Domains the items are split across (at most 6 named ones, then ``domain7``...).
+    missing : float
+        Probability that a (model, item) cell is missing, in [0, 1).
+    gamma_reward : float
+        Slope of raw rewards on the success probability.
+    reward_noise : float
+        Standard deviation of reward noise.
+    seed : int
+        Seed of the NumPy generator.
+
+    Returns
+    -------
+    static : pandas.DataFrame
+        Rows in the static input format plus ``domain``.
+    arena : pandas.DataFrame
+        Rows in the arena input format plus ``domain``.
+    truth : dict
+        ``theta`` per model, ``a``/``b``/``kind`` per item id (as the loader names items),
+        ``gamma``, ``gamma_reward``, ``reward_noise`` and the settings.
+    """
+    if n_models < 2:
+        raise InputError("need at least two models")
+    if n_static < 0 or n_arena < 0 or n_static + n_arena == 0:
+        raise InputError("need at least one static question or arena prompt")
+    if not 0.0 <= missing < 1.0:
+        raise InputError(f"missing must be in [0, 1), got {missing}")
+    if n_domains < 1:
+        raise InputError("need at least one domain")
+    rng = np.random.default_rng(seed)
+    names = model_names(n_models)
+    domains = [
+        DOMAIN_NAMES[d] if d < len(DOMAIN_NAMES) else f"domain{d + 1}" for d in range(n_domains)
+    ]
+    theta = rng.normal(0.0, 1.0, n_models)
+
+    def items(n):
+        b = rng.normal(0.0, 1.0, n)
+        a = np.exp(rng.normal(0.0, 0.3, n))
+        dom = np.array(domains)[np.arange(n) * n_domains // max(n, 1)]
+        return a, b, dom
+
+    a_s, b_s, dom_s = items(n_static)
+    a_r, b_r, dom_r = items(n_arena)
+    p_s = 1.0 / (1.0 + np.exp(-a_s * (theta[:, None] - b_s)))
+    y = (rng.random(p_s.shape) < p_s).astype(int)
+    p_r = 1.0 / (1.0 + np.exp(-a_r * (theta[:, None] - b_r)))
+    offset = rng.normal(5.0, 1.0, n_arena)
+    reward = offset + gamma_reward * p_r + rng.normal(0.0, reward_noise, p_r.shape)
+    keep_s = rng.random(y.shape) >= missing
+    keep_r = rng.random(reward.shape) >= missing
+
+    # per-domain counters so sample_index restarts in each dataset
+    idx_s = _within(dom_s)
+    idx_r = _within(dom_r)
+    mi, qi = np.nonzero(keep_s)
+    static = pd.DataFrame(
+        {
+            "model_label": np.array(names)[mi],
+            "dataset": np.char.add(dom_s[qi].astype(str), "_bench"),
+            "sample_index": idx_s[qi],
+            "correct": y[mi, qi],
+            "domain": dom_s[qi],
+        }
+    )
+    mi, qi = np.nonzero(keep_r)
+    prompt_ids = np.array([f"{d}_prompt_{k:04d}" for d, k in zip(dom_r, idx_r, strict=True)])
+    arena = pd.DataFrame(
+        {
+            "model_label": np.array(names)[mi],
+            "item_id": prompt_ids[qi] if n_arena else np.array([], dtype=str),
+            "reward": np.round(reward[mi, qi], 4),
+            "domain": dom_r[qi],
+        }
+    )
+    static_ids = [f"{STATIC_SOURCE}::{d}_bench_{k}" for d, k in zip(dom_s, idx_s, strict=True)]
+    arena_ids = [f"{ARENA_SOURCE}::{p}" for p in prompt_ids]
+    observed = reward[keep_r]
+    sd = float(observed.std()) if observed.size else 1.0
+    truth = {
+        "theta": dict(zip(names, theta.tolist(), strict=True)),
+        "items": {
+            **{
+                q: {"kind": "static", "a": float(a), "b": float(b), "domain": str(d)}
+                for q, a, b, d in zip(static_ids, a_s, b_s, dom_s, strict=True)
+            },
+            **{
+                q: {"kind": "arena", "a": float(a), "b": float(b), "domain": str(d)}
+                for q, a, b, d in zip(arena_ids, a_r, b_r, dom_r, strict=True)
+            },
+        },
+        "gamma": gamma_reward / sd,
+        "gamma_reward": gamma_reward,
+        "reward_noise": reward_noise,
+        "reward_sd": sd,
+        "settings": {
+            "models": n_models,
+            "static_items": n_static,
+            "arena_prompts": n_arena,
+            "domains": n_domains,
+            "missing": missing,
+            "seed": seed,
+        },
+    }
+    return static, arena, truth
+
+
+def _within(labels: np.ndarray) -> np.ndarray:
+    """Running index of each element among equal labels (0, 1, ... per label)."""
+    out = np.zeros(len(labels), dtype=int)
+    for lab in np.unique(labels):
+        where = labels == lab
+        out[where] = np.arange(where.sum())
+    return out
+
+
+def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list[Path]:
+    """Write a simulation as ``bench/static.jsonl``, ``arena/arena.jsonl`` and ``truth.json``.
+
+    Parameters
+    ----------
+    out : str or Path
+        Output directory (created).
+    static, arena : pandas.DataFrame
+        Tables from :func:`simulate`.
+    truth : dict
+        Truth from :func:`simulate`.
+    force : bool
+        Overwrite existing files of the same names.
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    out = Path(out)
+    targets = {
+        out / STATIC_SOURCE / "static.jsonl": static,
+        out / ARENA_SOURCE / "arena.jsonl": arena,
+    }
+    truth_path = out / "truth.json"
+    if not force:
+        clash = [p for p in [*targets, truth_path] if p.exists()]
+        if clash:
+            raise InputError(f"{clash[0]} already exists (use --force to overwrite)")
+    written = []
+    for path, table in targets.items():
+        if len(table):
+            atomic.write_text(path, table.to_json(orient="records", lines=True))
+            written.append(path)
+    atomic.write_text(truth_path, json.dumps(truth, indent=1) + "\n")
+    written.append(truth_path)
+    return written
