@@ -145,14 +145,18 @@ class Dataset:
                 f"item id {sorted(clash)[0]!r} is both a static question and an arena prompt"
             )
 
+        # the DataWarning is only issued on success, so errors carry the skip counts
+        why = ", ".join(f"{n} {name}" for name, n in skipped.items() if n)
+        why = f" (skipped: {why})" if why else ""
         if len(static) == 0 and len(arena) == 0:
-            raise InputError("no usable rows: nothing to fit (see the skip counts)")
+            raise InputError(f"no usable rows: nothing to fit{why}")
         models = np.array(sorted(set(static["model"]) | set(arena["model"])), dtype=object)
         lost = sorted(report.models_seen - set(models))
         if lost:
             raise InputError(
                 f"model {lost[0]!r} has no usable rows"
                 + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "")
+                + why
             )
         if len(models) < 2:
             raise InputError(f"need at least two models to rank, found {len(models)}")
@@ -268,6 +272,28 @@ class Dataset:
         return cls.from_tables(
             tables.get("static"), tables.get("arena"), reward_norm=reward_norm, report=report
         )
+
+    def only(self, kind: str) -> Dataset:
+        """The same data restricted to one kind (``static`` or ``arena``).
+
+        Models left without rows are an error, as at loading time.
+        """
+        if kind not in KINDS:
+            raise InputError(f"kind must be one of {KINDS}, got {kind!r}")
+        report = ReadReport(files=list(self.files))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)
+            out = Dataset.from_tables(
+                self.static_frame() if kind == "static" else None,
+                self.arena_frame() if kind == "arena" else None,
+                reward_norm=self.reward_norm,
+                report=report,
+            )
+        object.__setattr__(out, "skipped", self.skipped)
+        if len(out.models) != len(self.models):
+            missing = sorted(set(self.models) - set(out.models))
+            raise InputError(f"model {missing[0]!r} has no {kind} rows")
+        return out
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -456,6 +482,11 @@ def normalise_rewards(reward: np.ndarray, source: np.ndarray, how: str) -> np.nd
     if how == "source":
         _, keys = np.unique(source, return_inverse=True)
     n = np.bincount(keys).astype(np.float64)
+    # z is scale-free: divide each group by its largest |r| so that sums and squares of huge
+    # (but finite) rewards cannot overflow to inf/NaN
+    scale = np.zeros(len(n))
+    np.maximum.at(scale, keys, np.abs(reward))
+    reward = reward / np.where(scale > 0, scale, 1.0)[keys]
     mean = np.bincount(keys, weights=reward) / n
     dev = reward - mean[keys]
     sd = np.sqrt(np.bincount(keys, weights=dev**2) / n)

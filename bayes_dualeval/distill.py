@@ -36,6 +36,8 @@ class Pairs:
         Dataset item index of the prompt.
     i, j : numpy.ndarray of int32, shape (n_pairs,)
         Model indices of the pair (``i`` listed first).
+    row_i, row_j : numpy.ndarray of int32, shape (n_pairs,)
+        Index of each side's reward in the dataset's ``arena_*`` arrays.
     target : numpy.ndarray of float32, shape (n_pairs,)
         Soft target ``sigmoid(z_i - z_j)``: how much ``i`` beat ``j``.
     both_bad : numpy.ndarray of bool, shape (n_pairs,)
@@ -53,6 +55,8 @@ class Pairs:
     item: np.ndarray
     i: np.ndarray
     j: np.ndarray
+    row_i: np.ndarray
+    row_j: np.ndarray
     target: np.ndarray
     both_bad: np.ndarray
     prompt_models: np.ndarray
@@ -186,6 +190,8 @@ def distill(
         item=item_sorted[first].astype(np.int32),
         i=model[first].astype(np.int32),
         j=model[second].astype(np.int32),
+        row_i=order[first].astype(np.int32),
+        row_j=order[second].astype(np.int32),
         target=target.astype(np.float32),
         both_bad=both_bad,
         prompt_models=prompt_models,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,7 +160,10 @@ def _reward(value) -> float:
     if isinstance(value, bool):
         raise ValueError(f"reward must be a number, got {value!r}")
     if isinstance(value, (int, float)):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an int too large for a float
+            raise ValueError(f"reward must be finite, got {value!r}") from None
     elif isinstance(value, str):
         try:
             out = float(value.strip())
@@ -176,7 +180,7 @@ def _rows(path: Path):
     """Yield ``(line_number, dict)`` for each non-blank row of a JSONL or CSV file."""
     try:
         if path.suffix.lower() == ".csv":
-            with path.open(newline="", encoding="utf-8") as fh:
+            with path.open(newline="", encoding="utf-8-sig") as fh:
                 reader = csv.DictReader(fh)
                 for row in reader:
                     clean = {
@@ -187,13 +191,13 @@ def _rows(path: Path):
                     if any(v not in (None, "") for v in clean.values()):
                         yield reader.line_num, clean
             return
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             for n, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
                 try:
                     row = json.loads(line)
-                except (json.JSONDecodeError, RecursionError) as exc:
+                except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge ints
                     raise InputError(f"{path}:{n}: malformed JSON ({exc})") from None
                 if not isinstance(row, dict):
                     raise InputError(f"{path}:{n}: expected a JSON object, got {line.strip()[:60]}")
@@ -307,7 +311,8 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
         Malformed JSON, a file that mixes kinds, or (without ``skip_invalid``) an invalid
         value; the message names the file, the line and the value.
     """
-    source = path.parent.name or "data"
+    # abspath: "static.jsonl", "./static.jsonl" and "../bench/static.jsonl" name one folder
+    source = Path(os.path.abspath(path)).parent.name or "data"
     rel = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
     folder_domain = rel[0] if len(rel) > 1 else ""
     kind, records = parse_rows(

@@ -210,6 +210,8 @@ def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list
         if len(table):
             atomic.write_text(path, table.to_json(orient="records", lines=True))
             written.append(path)
+        elif path.exists():  # only with force: a stale file would not match truth.json
+            path.unlink()
     atomic.write_text(truth_path, json.dumps(truth, indent=1) + "\n")
     written.append(truth_path)
     return written

@@ -1,0 +1,195 @@
+"""Model configuration and the named model specifications in ``models/``.
+
+A specification is a small TOML file: the likelihood terms and the priors, as data. The
+files live in the repository's top-level ``models/`` folder and are installed with the
+package (as ``bayes_dualeval/_models``), so ``--model NAME`` works from a checkout and from
+an installed wheel alike. Command-line options override single fields of the chosen spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from bayes_dualeval.errors import ConfigError
+
+MODES = ("both", "static", "arena", "bt")
+IRTS = ("2pl", "1pl")
+ITEM_PRIORS = ("hierarchical", "independent")
+ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
+DEFAULT_MODEL = "dualeval-2pl"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything that defines the statistical model (not the sampler).
+
+    Attributes
+    ----------
+    name : str
+        Name of the specification this configuration came from.
+    mode : {"both", "static", "arena", "bt"}
+        Which data enter: joint (every kind present), static only, arena only, or a
+        Bradley-Terry baseline on the arena soft targets.
+    irt : {"2pl", "1pl"}
+        Two-parameter IRT, or Rasch (all ``a_q = 1``).
+    item_prior : {"hierarchical", "independent"}
+        Pooled item priors with a learned location and scale per (kind, source), or fixed
+        weakly-informative priors.
+    arena_likelihood : {"pairs", "pairs-full", "reward"}
+        ``pairs``: soft-label pair terms weighted ``2 / n_q`` so a prompt answered by
+        ``n_q`` models counts as ``n_q - 1`` contrasts; ``pairs-full``: every pair at weight
+        one (DualEval's loss, overcounts evidence); ``reward``: a Gaussian likelihood of the
+        normalised rewards, ``z_iq ~ Normal(c_q + gamma p_iq, sigma)`` with ``c_q``
+        integrated out.
+    lambda_static, lambda_arena, lambda_bb : float
+        Likelihood powers of the static, arena-pair and both-bad terms.
+    bb_ratio, tie_ratio : float
+        Distillation quantiles (see :func:`bayes_dualeval.distill.distill`).
+    theta_scale : float
+        Prior standard deviation of abilities: ``theta ~ Normal(0, theta_scale)``.
+    gamma_loc, gamma_scale : float
+        ``gamma ~ LogNormal(gamma_loc, gamma_scale)``; the default location is ``log 4``.
+    b_loc_scale, b_scale_scale : float
+        Hierarchical prior: ``mu_b ~ Normal(0, b_loc_scale)``,
+        ``sigma_b ~ HalfNormal(b_scale_scale)``.
+    loga_loc_scale, loga_scale_scale : float
+        Hierarchical prior: ``mu_log_a ~ Normal(0, loga_loc_scale)``,
+        ``sigma_log_a ~ HalfNormal(loga_scale_scale)``.
+    b_scale, loga_scale : float
+        Independent prior: ``b ~ Normal(0, b_scale)``, ``log a ~ Normal(0, loga_scale)``.
+    sigma_scale : float
+        Reward likelihood: ``sigma ~ HalfNormal(sigma_scale)``.
+    description : str
+        One line on what the specification is for.
+    """
+
+    name: str = DEFAULT_MODEL
+    mode: str = "both"
+    irt: str = "2pl"
+    item_prior: str = "hierarchical"
+    arena_likelihood: str = "pairs"
+    lambda_static: float = 1.0
+    lambda_arena: float = 1.0
+    lambda_bb: float = 0.2
+    bb_ratio: float = 0.15
+    tie_ratio: float = 0.10
+    theta_scale: float = 1.0
+    gamma_loc: float = math.log(4.0)
+    gamma_scale: float = 0.5
+    b_loc_scale: float = 2.0
+    b_scale_scale: float = 1.5
+    loga_loc_scale: float = 0.5
+    loga_scale_scale: float = 0.5
+    b_scale: float = 3.0
+    loga_scale: float = 1.0
+    sigma_scale: float = 1.0
+    description: str = ""
+
+    def __post_init__(self):
+        for name, allowed in (
+            ("mode", MODES),
+            ("irt", IRTS),
+            ("item_prior", ITEM_PRIORS),
+            ("arena_likelihood", ARENA_LIKELIHOODS),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        for f in dataclasses.fields(self):
+            if f.type == "float":
+                value = getattr(self, f.name)
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ConfigError(f"{f.name} must be a number, got {value!r}")
+                if not math.isfinite(value):
+                    raise ConfigError(f"{f.name} must be finite, got {value!r}")
+                if f.name.endswith("_scale") and value <= 0:
+                    raise ConfigError(f"{f.name} must be positive, got {value}")
+                if f.name.startswith("lambda_") and value < 0:
+                    raise ConfigError(f"{f.name} must be non-negative, got {value}")
+        for name in ("bb_ratio", "tie_ratio"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+
+    def replace(self, **changes) -> ModelConfig:
+        """A copy with some fields changed (``None`` values are ignored)."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown model setting(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """The configuration as a plain dict."""
+        return dataclasses.asdict(self)
+
+
+def models_dir() -> Path:
+    """The folder holding the named specifications (installed copy, else the checkout's)."""
+    installed = resources.files("bayes_dualeval") / "_models"
+    if installed.is_dir():
+        return Path(str(installed))
+    return Path(__file__).resolve().parent.parent / "models"
+
+
+def available_models() -> dict[str, str]:
+    """Names of the bundled specifications and their one-line descriptions."""
+    out = {}
+    for path in sorted(models_dir().glob("*.toml")):
+        out[path.stem] = load_spec(path).description
+    return out
+
+
+def _flatten(spec: dict, where: str) -> dict:
+    flat = {}
+    for key, value in spec.items():
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(v, dict):
+                    raise ConfigError(f"{where}: [{key}.{k}] nests too deep")
+                if k in flat:
+                    raise ConfigError(f"{where}: {k!r} is set twice")
+                flat[k] = v
+        else:
+            flat[key] = value
+    return flat
+
+
+def load_spec(name_or_path: str | Path) -> ModelConfig:
+    """Load a named specification (``dualeval-2pl``) or a TOML file path.
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        A name from :func:`available_models`, or a path to a ``.toml`` file.
+
+    Returns
+    -------
+    ModelConfig
+
+    Raises
+    ------
+    ConfigError
+        Unknown name, unreadable TOML, or an unknown or invalid setting (typos are errors,
+        never silently ignored).
+    """
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = models_dir() / f"{name_or_path}.toml"
+        if not path.is_file():
+            names = ", ".join(p.stem for p in sorted(models_dir().glob("*.toml")))
+            raise ConfigError(f"unknown model {str(name_or_path)!r}; available: {names}")
+    try:
+        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read model specification ({exc})") from None
+    flat = _flatten(spec, str(path))
+    flat.setdefault("name", path.stem)
+    try:
+        return ModelConfig().replace(**flat)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

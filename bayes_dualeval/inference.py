@@ -1,0 +1,325 @@
+"""Inference for the DualEval model: NUTS, SVI (autoguides) and MAP.
+
+Each sampler returns a :class:`Draws`: arrays shaped ``(chain, draw, ...)`` for every
+sampled and deterministic site, sampler statistics, and timings with compilation measured
+apart from sampling (through JAX's compile-time monitoring events, so the split is exact
+even though compilation happens inside the first call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from numpyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO, init_to_median
+from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
+from numpyro.infer.util import initialize_model
+
+from bayes_dualeval.config import ModelConfig
+from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.inputs import ModelInputs
+from bayes_dualeval.model import dualeval_model
+
+import os
+SAMPLERS = ("nuts", "svi", "map")
+DENSE = [("theta_mean", "theta_contrast", "mu_b", "sigma_b", "mu_log_a", "sigma_log_a", "gamma")] if os.environ.get("DM")=="1" else False
+GUIDES = ("normal", "lowrank")
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """Settings of the inference run (everything but the model).
+
+    Attributes
+    ----------
+    sampler : {"nuts", "svi", "map"}
+    chains, warmup, draws : int
+        NUTS chains, warm-up and kept iterations per chain; SVI keeps ``draws`` draws
+        from the fitted guide (as one chain).
+    seed : int
+        Seed of the single PRNG key split once per task.
+    target_accept : float
+        NUTS target acceptance probability.
+    max_tree_depth : int
+        NUTS maximum tree depth.
+    guide : {"normal", "lowrank"}
+        SVI autoguide: mean-field normal or low-rank multivariate normal.
+    svi_steps : int
+        Maximum number of SVI optimisation steps.
+    svi_lr : float
+        Adam step size for SVI.
+    svi_rtol : float
+        SVI stops when the mean loss of the last window changed by less than the noise of
+        the window or by less than ``svi_rtol`` relative to its size.
+    map_steps : int
+        Maximum BFGS iterations for MAP.
+    progress : bool
+        Show a progress bar (NUTS and SVI).
+    """
+
+    sampler: str = "nuts"
+    chains: int = 4
+    warmup: int = 1000
+    draws: int = 1000
+    seed: int = 0
+    target_accept: float = 0.8
+    max_tree_depth: int = 10
+    guide: str = "normal"
+    svi_steps: int = 20000
+    svi_lr: float = 0.01
+    svi_rtol: float = 1e-4
+    map_steps: int = 1000
+    progress: bool = False
+
+    def __post_init__(self):
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}; got {self.sampler!r}")
+        if self.guide not in GUIDES:
+            raise ConfigError(f"guide must be one of {', '.join(GUIDES)}; got {self.guide!r}")
+        for name in ("chains", "draws", "svi_steps", "map_steps", "max_tree_depth"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ConfigError(f"warmup must be non-negative, got {self.warmup}")
+        if not 0.0 < self.target_accept < 1.0:
+            raise ConfigError(f"target_accept must be in (0, 1), got {self.target_accept}")
+
+    def to_dict(self) -> dict:
+        """The settings as a plain dict."""
+        import dataclasses
+
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Draws:
+    """Posterior draws and what the sampler reports about them.
+
+    Attributes
+    ----------
+    samples : dict of str to numpy.ndarray
+        Each site's draws, shape ``(chain, draw, *site_shape)``.
+    stats : dict of str to numpy.ndarray
+        Sampler statistics, shape ``(chain, draw)`` (NUTS: ``diverging``, ``tree_depth``,
+        ``n_steps``, ``acceptance_rate``, ``step_size``, ``energy``, ``lp``).
+    timings : dict of str to float
+        Seconds: ``compile`` and ``sampling`` (plus ``total``).
+    info : dict
+        Sampler-specific facts (SVI: losses, steps, converged; MAP: iterations, status).
+    """
+
+    samples: dict
+    stats: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+
+class _CompileClock:
+    """Accumulates JAX compile-time events while active."""
+
+    _EVENTS = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.active = False
+
+    def __call__(self, event, duration, **kwargs):
+        if self.active and event in self._EVENTS:
+            self.seconds += duration
+
+
+_CLOCK = _CompileClock()
+jax.monitoring.register_event_duration_secs_listener(_CLOCK)
+
+
+@contextlib.contextmanager
+def _timed(timings: dict):
+    _CLOCK.seconds, _CLOCK.active = 0.0, True
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        total = time.perf_counter() - start
+        _CLOCK.active = False
+        timings["compile"] = round(_CLOCK.seconds, 3)
+        timings["sampling"] = round(max(total - _CLOCK.seconds, 0.0), 3)
+        timings["total"] = round(total, 3)
+
+
+def _to_numpy(tree):
+    return {k: np.asarray(v) for k, v in jax.device_get(tree).items()}
+
+
+def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
+    """Sample the posterior with NUTS.
+
+    Chains run in parallel over devices when there are enough (host devices on a CPU, set
+    with ``numpyro.set_host_device_count`` before JAX starts), vectorised otherwise.
+    """
+    kernel = NUTS(
+        dualeval_model,
+        target_accept_prob=settings.target_accept,
+        max_tree_depth=settings.max_tree_depth,
+        init_strategy=init_to_median(num_samples=15),
+        dense_mass=DENSE,
+    )
+    n_dev = jax.local_device_count()
+    method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
+    mcmc = MCMC(
+        kernel,
+        num_warmup=settings.warmup,
+        num_samples=settings.draws,
+        num_chains=settings.chains,
+        chain_method=method,
+        progress_bar=settings.progress,
+    )
+    timings: dict = {}
+    with _timed(timings):
+        mcmc.run(
+            jax.random.PRNGKey(settings.seed),
+            inputs,
+            config,
+            extra_fields=("diverging", "num_steps", "accept_prob", "energy", "potential_energy"),
+        )
+        samples = mcmc.get_samples(group_by_chain=True)
+        extra = mcmc.get_extra_fields(group_by_chain=True)
+        jax.block_until_ready((samples, extra))
+    samples = _to_numpy(samples)
+    extra = _to_numpy(extra)
+    n_steps = extra["num_steps"].astype(np.int64)
+    step_size = np.asarray(mcmc.last_state.adapt_state.step_size)
+    stats = {
+        "diverging": extra["diverging"].astype(bool),
+        "n_steps": n_steps,
+        "tree_depth": np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1,
+        "acceptance_rate": extra["accept_prob"],
+        "energy": extra["energy"],
+        "lp": -extra["potential_energy"],
+        "step_size": np.broadcast_to(
+            np.reshape(step_size, (-1, 1)), n_steps.shape
+        ).copy(),
+    }
+    return Draws(samples=samples, stats=stats, timings=timings, info={"chain_method": method})
+
+
+def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
+    """Fit an autoguide by SVI until the ELBO stops improving, then draw from it."""
+    guide_cls = AutoNormal if settings.guide == "normal" else AutoLowRankMultivariateNormal
+    guide = guide_cls(dualeval_model, init_loc_fn=init_to_median(num_samples=15))
+    svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), Trace_ELBO())
+    key_fit, key_draw = jax.random.split(jax.random.PRNGKey(settings.seed))
+    window = min(500, settings.svi_steps)
+    timings: dict = {}
+    losses = []
+    converged = False
+    with _timed(timings):
+        state = svi.init(key_fit, inputs, config)
+
+        def body(state, _):
+            state, loss = svi.stable_update(state, inputs, config)
+            return state, loss
+
+        step = jax.jit(lambda s: jax.lax.scan(body, s, None, length=window))
+        done = 0
+        previous = None
+        progress = _progress(settings.progress, settings.svi_steps, "SVI")
+        while done < settings.svi_steps:
+            state, chunk = step(state)
+            chunk = np.asarray(chunk)
+            losses.append(chunk)
+            done += window
+            progress(window, float(chunk.mean()))
+            current = (chunk.mean(), chunk.std() / np.sqrt(len(chunk)))
+            if previous is not None and np.isfinite(current[0]):
+                change = abs(current[0] - previous[0])
+                noise = 2.0 * np.hypot(current[1], previous[1])
+                if change < max(noise, settings.svi_rtol * abs(current[0])):
+                    converged = True
+                    break
+            previous = current
+        progress(None, None)
+        params = svi.get_params(state)
+        pred = Predictive(dualeval_model, guide=guide, params=params, num_samples=settings.draws)
+        draws = pred(key_draw, inputs, config)
+        draws = {k: v for k, v in draws.items() if k not in ("static", "arena")}
+        jax.block_until_ready(draws)
+    samples = {k: v[None] for k, v in _to_numpy(draws).items()}
+    losses = np.concatenate(losses)
+    info = {
+        "guide": settings.guide,
+        "steps": int(len(losses)),
+        "converged": bool(converged),
+        "final_loss": float(losses[-window:].mean()),
+        "losses": losses,
+    }
+    return Draws(samples=samples, timings=timings, info=info)
+
+
+def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
+    """Posterior mode in the unconstrained space by BFGS (DualEval-like point estimates)."""
+    key = jax.random.PRNGKey(settings.seed)
+    timings: dict = {}
+    with _timed(timings):
+        info = initialize_model(
+            key,
+            dualeval_model,
+            model_args=(inputs, config),
+            init_strategy=init_to_median(num_samples=15),
+        )
+        x0, unravel = jax.flatten_util.ravel_pytree(info.param_info.z)
+
+        def objective(x):
+            return info.potential_fn(unravel(x))
+
+        result = jax.jit(
+            lambda x: jax.scipy.optimize.minimize(
+                objective, x, method="BFGS", options={"maxiter": settings.map_steps}
+            )
+        )(x0)
+        constrained = info.postprocess_fn(unravel(result.x))
+        jax.block_until_ready(constrained)
+    samples = {k: np.asarray(v)[None, None] for k, v in constrained.items()}
+    status = int(result.status)
+    map_info = {
+        "iterations": int(result.nit),
+        "status": status,
+        "converged": bool(result.success) or status == 3,  # 3: no further progress possible
+        "objective": float(result.fun),
+        "grad_norm": float(jnp.linalg.norm(result.jac)),
+    }
+    return Draws(samples=samples, timings=timings, info=map_info)
+
+
+def _progress(enabled: bool, total: int, label: str):
+    """A tiny tqdm wrapper: call with (n, loss) to advance, (None, None) to close."""
+    if not enabled:
+        return lambda n, loss: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=label, unit="step", leave=False)
+
+    def update(n, loss):
+        if n is None:
+            bar.close()
+            return
+        bar.update(n)
+        bar.set_postfix(loss=f"{loss:.4g}")
+
+    return update
+
+
+RUNNERS = {"nuts": run_nuts, "svi": run_svi, "map": run_map}
+
+
+def sample(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
+    """Run the sampler named in ``settings`` on the model."""
+    return RUNNERS[settings.sampler](inputs, config, settings)

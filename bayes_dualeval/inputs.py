@@ -1,0 +1,215 @@
+"""Turn a :class:`~bayes_dualeval.dataset.Dataset` into the arrays the model functions read.
+
+Everything that does not depend on parameters is computed here once, in NumPy, so the
+log density evaluated thousands of times per chain does as little as possible:
+
+* the soft-label pair term ``t log s + (1 - t) log(1 - s)`` with ``s = sigmoid(x)`` equals
+  ``log_sigmoid(x) - (1 - t) x``, and ``x = gamma (p_i - p_j)`` is linear in the cell
+  probabilities, so the second part collapses to ``gamma * sum_c lin_c p_c`` over arena
+  cells (``lin`` is a precomputed signed sum of pair weights). Only one ``log_sigmoid``
+  per pair remains;
+* the both-bad term ``log(1 - p_i) + log(1 - p_j)`` is a weighted sum over cells, with the
+  number of both-bad pairs a cell takes part in as its weight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_dualeval.config import ModelConfig
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.distill import Pairs, distill
+from bayes_dualeval.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ModelInputs:
+    """Arrays read by :func:`bayes_dualeval.model.dualeval_model` (a JAX pytree).
+
+    Shapes use ``M`` models, ``Q`` items, ``G`` item groups, ``S`` static cells, ``R``
+    arena cells and ``P`` decisive pairs. Arrays of a kind that is not used have length 0.
+
+    Attributes
+    ----------
+    n_models, n_items, n_groups : int
+        Sizes (static metadata of the pytree).
+    item_group : jax.Array of int32, shape (Q,)
+    static_model, static_item : jax.Array of int32, shape (S,)
+    static_y : jax.Array of float32, shape (S,)
+    arena_model, arena_item : jax.Array of int32, shape (R,)
+    arena_z : jax.Array of float32, shape (R,)
+        Normalised rewards (used by the reward likelihood).
+    pair_i, pair_j : jax.Array of int32, shape (P,)
+        Arena cell index of each side of a decisive pair (model index in ``bt`` mode).
+    pair_w : jax.Array of float32, shape (P,)
+        Pair weight (``2 / n_q`` or 1).
+    pair_t : jax.Array of float32, shape (P,)
+        Soft target of each decisive pair (pointwise log likelihood only).
+    pair_item : jax.Array of int32, shape (P,)
+        Prompt of each decisive pair (pointwise log likelihood only).
+    lin : jax.Array of float32, shape (R,) (shape (M,) in ``bt`` mode)
+        ``sum w (1 - t)`` over pairs where the cell is first minus where it is second.
+    bb_count : jax.Array of float32, shape (R,)
+        Weighted number of both-bad pairs each arena cell is in.
+    prompt_n : jax.Array of float32, shape (Q,)
+        Models per item among arena cells (reward likelihood).
+    """
+
+    n_models: int
+    n_items: int
+    n_groups: int
+    item_group: jax.Array
+    static_model: jax.Array
+    static_item: jax.Array
+    static_y: jax.Array
+    arena_model: jax.Array
+    arena_item: jax.Array
+    arena_z: jax.Array
+    pair_i: jax.Array
+    pair_j: jax.Array
+    pair_w: jax.Array
+    pair_t: jax.Array
+    pair_item: jax.Array
+    lin: jax.Array
+    bb_count: jax.Array
+    prompt_n: jax.Array
+
+    @property
+    def has_static(self) -> bool:
+        """True when static cells enter the likelihood."""
+        return self.static_y.shape[0] > 0
+
+    @property
+    def has_arena(self) -> bool:
+        """True when arena cells enter the likelihood."""
+        return self.arena_z.shape[0] > 0
+
+
+_META = ("n_models", "n_items", "n_groups")
+jax.tree_util.register_dataclass(
+    ModelInputs,
+    data_fields=[f.name for f in dataclasses.fields(ModelInputs) if f.name not in _META],
+    meta_fields=list(_META),
+)
+
+
+def select_kinds(dataset: Dataset, config: ModelConfig) -> tuple[bool, bool]:
+    """Which kinds of data the configured mode uses, checked against what the data holds.
+
+    Returns
+    -------
+    use_static, use_arena : bool
+
+    Raises
+    ------
+    ConfigError
+        When the mode needs a kind of data that the dataset does not have.
+    """
+    has_static, has_arena = len(dataset.static_y) > 0, len(dataset.arena_z) > 0
+    if config.mode == "static" and not has_static:
+        raise ConfigError("mode 'static' needs static labels, and the data has none")
+    if config.mode in ("arena", "bt") and not has_arena:
+        raise ConfigError(f"mode {config.mode!r} needs arena rewards, and the data has none")
+    use_static = has_static and config.mode in ("both", "static")
+    use_arena = has_arena and config.mode in ("both", "arena", "bt")
+    return use_static, use_arena
+
+
+def pair_weights(pairs: Pairs, arena_likelihood: str) -> np.ndarray:
+    """Per-pair weights: ``2 / n_q`` (``pairs``) or 1 (``pairs-full``).
+
+    A prompt answered by ``n_q`` models yields ``n_q (n_q - 1) / 2`` pairs but only
+    ``n_q - 1`` independent contrasts; weight ``2 / n_q`` makes its pairs count as that many.
+    """
+    if arena_likelihood == "pairs-full":
+        return np.ones(pairs.n_pairs, dtype=np.float32)
+    return (2.0 / pairs.prompt_models[pairs.item]).astype(np.float32)
+
+
+def build_inputs(
+    dataset: Dataset, config: ModelConfig, pairs: Pairs | None = None
+) -> tuple[ModelInputs, Pairs | None]:
+    """Precompute the model's arrays.
+
+    Parameters
+    ----------
+    dataset : Dataset
+    config : ModelConfig
+    pairs : Pairs, optional
+        Distilled pairs; computed with the configuration's ratios when not given.
+
+    Returns
+    -------
+    inputs : ModelInputs
+    pairs : Pairs or None
+        The pairs used (None when the arena term does not use pairs).
+    """
+    use_static, use_arena = select_kinds(dataset, config)
+    f32, i32 = np.float32, np.int32
+    empty_i, empty_f = np.zeros(0, i32), np.zeros(0, f32)
+    s_model = dataset.static_model if use_static else empty_i
+    s_item = dataset.static_item if use_static else empty_i
+    s_y = dataset.static_y.astype(f32) if use_static else empty_f
+    r_model = dataset.arena_model if use_arena else empty_i
+    r_item = dataset.arena_item if use_arena else empty_i
+    r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
+    prompt_n = np.bincount(r_item, minlength=dataset.n_items).astype(f32)
+    n_cells = len(r_z)
+    pair_i = pair_j = empty_i
+    pair_w = pair_t = empty_f
+    pair_item = empty_i
+    lin = np.zeros(n_cells, f32)
+    bb = np.zeros(n_cells, f32)
+    if use_arena and (config.arena_likelihood != "reward" or config.mode == "bt"):
+        if pairs is None:
+            pairs = distill(dataset, bb_ratio=config.bb_ratio, tie_ratio=config.tie_ratio)
+        w = pair_weights(pairs, config.arena_likelihood)
+        dec = ~pairs.both_bad
+        if config.mode == "bt":
+            # Both-bad pairs have no meaning without success probabilities: BT uses
+            # decisive pairs only, on model indices.
+            ci, cj, size = pairs.i[dec], pairs.j[dec], dataset.n_models
+        else:
+            ci, cj, size = pairs.row_i[dec], pairs.row_j[dec], n_cells
+            bb = (
+                np.bincount(pairs.row_i[~dec], weights=w[~dec], minlength=n_cells)
+                + np.bincount(pairs.row_j[~dec], weights=w[~dec], minlength=n_cells)
+            ).astype(f32)
+        wd = w[dec]
+        loss = wd * (1.0 - pairs.target[dec])
+        lin = (
+            np.bincount(ci, weights=loss, minlength=size)
+            - np.bincount(cj, weights=loss, minlength=size)
+        ).astype(f32)
+        pair_i, pair_j, pair_w = ci.astype(i32), cj.astype(i32), wd.astype(f32)
+        pair_t, pair_item = pairs.target[dec].astype(f32), pairs.item[dec].astype(i32)
+    elif not use_arena or config.arena_likelihood == "reward":
+        pairs = None
+    if config.mode == "bt" and len(pair_w) == 0:
+        raise ConfigError("mode 'bt' found no decisive arena pairs to fit")
+    inputs = ModelInputs(
+        n_models=dataset.n_models,
+        n_items=dataset.n_items,
+        n_groups=len(dataset.groups),
+        item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
+        static_model=jnp.asarray(s_model, dtype=jnp.int32),
+        static_item=jnp.asarray(s_item, dtype=jnp.int32),
+        static_y=jnp.asarray(s_y),
+        arena_model=jnp.asarray(r_model, dtype=jnp.int32),
+        arena_item=jnp.asarray(r_item, dtype=jnp.int32),
+        arena_z=jnp.asarray(r_z),
+        pair_i=jnp.asarray(pair_i),
+        pair_j=jnp.asarray(pair_j),
+        pair_w=jnp.asarray(pair_w),
+        pair_t=jnp.asarray(pair_t),
+        pair_item=jnp.asarray(pair_item),
+        lin=jnp.asarray(lin),
+        bb_count=jnp.asarray(bb),
+        prompt_n=jnp.asarray(prompt_n),
+    )
+    return inputs, pairs

@@ -1,0 +1,222 @@
+r"""The Bayesian DualEval model as plain NumPyro functions.
+
+Static labels follow a two-parameter IRT model,
+
+.. math:: y_{iq} \sim \mathrm{Bernoulli}(p_{iq}),\quad p_{iq} = \sigma(a_q(\theta_i - b_q)).
+
+Arena prompts enter through distilled soft targets :math:`t_{ijq} = \sigma(z_i - z_j)` on
+decisive pairs, with :math:`s_{ijq} = \sigma(\gamma (p_{iq} - p_{jq}))` and the soft-label
+log likelihood :math:`w_q [t \log s + (1 - t) \log(1 - s)]`; both-bad pairs add
+:math:`\lambda_{bb} w_q [\log(1 - p_{iq}) + \log(1 - p_{jq})]`; ties add nothing. The
+``reward`` alternative models the normalised rewards directly,
+:math:`z_{iq} \sim \mathcal N(c_q + \gamma p_{iq}, \sigma)`, with :math:`c_q` integrated out
+under a flat prior. ``bt`` is DualEval's Bradley-Terry baseline,
+:math:`P(i \succ j) = \sigma(\theta_i - \theta_j)` on the soft targets.
+
+Every term is a sum over observations in a stable log-sigmoid / softplus form. The
+functions :func:`static_loglik` and :func:`arena_loglik` give the pointwise terms used for
+the ``log_likelihood`` group; :func:`dualeval_model` adds the same terms, summed more
+cheaply (see :mod:`bayes_dualeval.inputs`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+import numpy as np
+
+from bayes_dualeval.config import ModelConfig
+from bayes_dualeval.inputs import ModelInputs
+
+import os
+CENTRED_B = os.environ.get('CB') == '1'
+_LOG_2PI = float(jnp.log(2 * jnp.pi))
+
+
+@jax.custom_jvp
+def log_sigmoid(x):
+    """Stable ``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``.
+
+    Faster than ``jax.nn.log_sigmoid`` on CPU (one exp and one log1p, and a derivative
+    ``sigmoid(-x)`` that reuses the same exp), and exact to float precision.
+    """
+    return jnp.minimum(x, 0.0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+@log_sigmoid.defjvp
+def _log_sigmoid_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    e = jnp.exp(-jnp.abs(x))
+    value = jnp.minimum(x, 0.0) - jnp.log1p(e)
+    slope = jnp.where(x > 0, e, 1.0) / (1.0 + e)  # sigmoid(-x)
+    return value, slope * dx
+
+
+def softplus(x):
+    """Stable ``log(1 + exp(x)) = x - log_sigmoid(x)``."""
+    return x - log_sigmoid(x)
+
+
+def abilities(inputs: ModelInputs, config: ModelConfig):
+    """Sample abilities ``theta`` (shape (M,)), ``theta_i ~ Normal(0, theta_scale)`` iid.
+
+    Drawn as a mean and sum-to-zero contrasts, ``theta = theta_mean + H z`` with ``H`` an
+    orthonormal basis of the sum-to-zero subspace, ``theta_mean ~ Normal(0, s / sqrt(M))``
+    and ``z ~ Normal(0, s)``: exactly the iid prior, but the mean, which the likelihood
+    cannot see (it only sees ``theta_i - b_q``), becomes one coordinate of its own instead
+    of a direction shared by every ``theta_i`` and every item location.
+    """
+    m = inputs.n_models
+    scale = config.theta_scale
+    theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, scale / jnp.sqrt(m)))
+    with numpyro.plate("contrast", m - 1):
+        z = numpyro.sample("theta_contrast", dist.Normal(0.0, scale))
+    with numpyro.plate("model", m):
+        theta = numpyro.deterministic("theta", theta_mean + _helmert(m) @ z)
+    return theta, theta_mean
+
+
+def _helmert(m: int) -> np.ndarray:
+    """Orthonormal basis (m, m - 1) of the vectors that sum to zero (Helmert contrasts)."""
+    row = np.arange(m)[:, None]
+    j = np.arange(1, m)[None, :]  # column c holds contrast j = c + 1
+    h = (row < j).astype(np.float64) - j * (row == j)
+    h /= np.sqrt(j * (j + 1.0))
+    return h.astype(np.float32)
+
+
+def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean):
+    """Sample item difficulties ``b`` and discriminations ``a`` (shape (Q,)).
+
+    Difficulties are located relative to the models' mean ability ``theta_mean``: the
+    likelihood is unchanged when both shift together, so tying them keeps that direction
+    out of the posterior geometry. Hierarchical: per item group (kind, source) a location
+    and scale, non-centred (``b = theta_mean + mu_b[g] + sigma_b[g] * b_raw``, and
+    ``log a = mu_log_a[g] + sigma_log_a[g] * log_a_raw``). Independent: fixed
+    ``b - theta_mean ~ Normal(0, b_scale)`` and ``log a ~ Normal(0, loga_scale)``. Under
+    ``irt="1pl"``, ``a`` is 1 and not sampled (returned as None).
+    """
+    two_pl = config.irt == "2pl"
+    g = inputs.item_group
+    a = None
+    if config.item_prior == "hierarchical":
+        with numpyro.plate("group", inputs.n_groups):
+            mu_b = numpyro.sample("mu_b", dist.Normal(0.0, config.b_loc_scale))
+            sigma_b = numpyro.sample("sigma_b", dist.HalfNormal(config.b_scale_scale))
+            if two_pl:
+                mu_la = numpyro.sample("mu_log_a", dist.Normal(0.0, config.loga_loc_scale))
+                sigma_la = numpyro.sample("sigma_log_a", dist.HalfNormal(config.loga_scale_scale))
+        with numpyro.plate("item", inputs.n_items):
+            if CENTRED_B:
+                b = numpyro.sample("b", dist.Normal(theta_mean + mu_b[g], sigma_b[g]))
+            else:
+                b_raw = numpyro.sample("b_raw", dist.Normal(0.0, 1.0))
+                b = numpyro.deterministic("b", theta_mean + mu_b[g] + sigma_b[g] * b_raw)
+            if two_pl:
+                la_raw = numpyro.sample("log_a_raw", dist.Normal(0.0, 1.0))
+                a = numpyro.deterministic("a", jnp.exp(mu_la[g] + sigma_la[g] * la_raw))
+    else:
+        with numpyro.plate("item", inputs.n_items):
+            b_rel = numpyro.sample("b_rel", dist.Normal(0.0, config.b_scale))
+            b = numpyro.deterministic("b", theta_mean + b_rel)
+            if two_pl:
+                log_a = numpyro.sample("log_a", dist.Normal(0.0, config.loga_scale))
+                a = numpyro.deterministic("a", jnp.exp(log_a))
+    return a, b
+
+
+def _eta(theta, a, b, model, item):
+    diff = theta[model] - b[item]
+    return diff if a is None else a[item] * diff
+
+
+def static_loglik(theta, a, b, inputs: ModelInputs):
+    """Bernoulli log likelihood of each static cell, ``y eta - softplus(eta)``, shape (S,)."""
+    eta = _eta(theta, a, b, inputs.static_model, inputs.static_item)
+    return inputs.static_y * eta - softplus(eta)
+
+
+def arena_loglik(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig):
+    """Arena log likelihood per item, shape (Q,) (zero for items that are not arena prompts).
+
+    Decisive pairs contribute ``w [t log_sigmoid(x) + (1 - t) log_sigmoid(-x)]`` to their
+    prompt and both-bad pairs ``lambda_bb w [log(1 - p_i) + log(1 - p_j)]``; the ``reward``
+    likelihood gives each prompt its Gaussian term. ``lambda_arena`` is not applied.
+    """
+    if config.mode == "bt":
+        x = theta[inputs.pair_i] - theta[inputs.pair_j]
+        return _pairs_per_item(x, inputs)
+    eta = _eta(theta, a, b, inputs.arena_model, inputs.arena_item)
+    if config.arena_likelihood == "reward":
+        return _reward_per_item(eta, gamma, sigma, inputs)
+    p = jax.nn.sigmoid(eta)
+    x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
+    bb = inputs.bb_count * log_sigmoid(-eta)
+    return _pairs_per_item(x, inputs) + config.lambda_bb * jax.ops.segment_sum(
+        bb, inputs.arena_item, num_segments=inputs.n_items
+    )
+
+
+def _pairs_per_item(x, inputs: ModelInputs):
+    terms = inputs.pair_w * (log_sigmoid(x) - (1.0 - inputs.pair_t) * x)
+    return jax.ops.segment_sum(terms, inputs.pair_item, num_segments=inputs.n_items)
+
+
+def _reward_per_item(eta, gamma, sigma, inputs: ModelInputs):
+    p = jax.nn.sigmoid(eta)
+    n = jnp.maximum(inputs.prompt_n, 1.0)
+    zbar = jax.ops.segment_sum(inputs.arena_z, inputs.arena_item, inputs.n_items) / n
+    pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
+    item = inputs.arena_item
+    resid = (inputs.arena_z - zbar[item]) - gamma * (p - pbar[item])
+    sq = jax.ops.segment_sum(resid**2, item, inputs.n_items)
+    dof = jnp.maximum(inputs.prompt_n - 1.0, 0.0)
+    used = inputs.prompt_n > 0
+    ll = -0.5 * sq / sigma**2 - dof * (jnp.log(sigma) + 0.5 * _LOG_2PI) - 0.5 * jnp.log(n)
+    return jnp.where(used, ll, 0.0)
+
+
+def dualeval_model(inputs: ModelInputs, config: ModelConfig):
+    """Joint Bayesian DualEval model (all modes).
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+        Precomputed arrays from :func:`bayes_dualeval.inputs.build_inputs`.
+    config : ModelConfig
+        Mode, IRT variant, priors and likelihood weights.
+
+    Notes
+    -----
+    Sites: ``theta`` (plate ``model``); ``a``, ``b`` (plate ``item``, deterministic under
+    the hierarchical prior, with raw sites ``b_raw``, ``log_a_raw``); group-level
+    ``mu_b``, ``sigma_b``, ``mu_log_a``, ``sigma_log_a`` (plate ``group``); ``gamma`` and,
+    for the reward likelihood, ``sigma``. Likelihood terms are ``numpyro.factor`` sites
+    ``static`` and ``arena``.
+    """
+    theta, theta_mean = abilities(inputs, config)
+    if config.mode == "bt":
+        x = theta[inputs.pair_i] - theta[inputs.pair_j]
+        ll = jnp.sum(inputs.pair_w * log_sigmoid(x)) - jnp.dot(inputs.lin, theta)
+        numpyro.factor("arena", config.lambda_arena * ll)
+        return
+    a, b = item_parameters(inputs, config, theta_mean)
+    if inputs.has_static:
+        eta = _eta(theta, a, b, inputs.static_model, inputs.static_item)
+        ll = jnp.sum(inputs.static_y * eta - softplus(eta))
+        numpyro.factor("static", config.lambda_static * ll)
+    if inputs.has_arena:
+        gamma = numpyro.sample("gamma", dist.LogNormal(config.gamma_loc, config.gamma_scale))
+        eta = _eta(theta, a, b, inputs.arena_model, inputs.arena_item)
+        if config.arena_likelihood == "reward":
+            sigma = numpyro.sample("sigma", dist.HalfNormal(config.sigma_scale))
+            ll = jnp.sum(_reward_per_item(eta, gamma, sigma, inputs))
+            numpyro.factor("arena", config.lambda_arena * ll)
+            return
+        p = jax.nn.sigmoid(eta)
+        x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
+        ll = jnp.sum(inputs.pair_w * log_sigmoid(x)) - gamma * jnp.dot(inputs.lin, p)
+        ll_bb = jnp.dot(inputs.bb_count, log_sigmoid(-eta))
+        numpyro.factor("arena", config.lambda_arena * ll + config.lambda_bb * ll_bb)

@@ -1,0 +1,82 @@
+"""Shared fixtures: small input files written under a temporary directory."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import csv  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+class DataDir:
+    """Write JSONL, CSV or raw text files below one root directory."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def path(self, rel: str) -> Path:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def jsonl(self, rel: str, rows) -> Path:
+        """One JSON object per line; a ``str`` row is written verbatim."""
+        lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+        p = self.path(rel)
+        p.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        return p
+
+    def csv(self, rel: str, rows, fields=None) -> Path:
+        """A CSV with a header; ``fields`` defaults to the keys of the first row."""
+        fields = fields or list(rows[0])
+        p = self.path(rel)
+        with p.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+        return p
+
+    def text(self, rel: str, text: str) -> Path:
+        p = self.path(rel)
+        p.write_text(text, encoding="utf-8")
+        return p
+
+
+@pytest.fixture
+def tmp_data(tmp_path) -> DataDir:
+    """A :class:`DataDir` rooted at a fresh temporary directory."""
+    return DataDir(tmp_path)
+
+
+def static_rows(models, dataset="qa", n=3, correct=None):
+    """Full static grid: every model answers sample_index 0..n-1 of ``dataset``."""
+    rows = []
+    for mi, m in enumerate(models):
+        for k in range(n):
+            c = correct(mi, k) if correct else (mi + k) % 2
+            rows.append({"model_label": m, "dataset": dataset, "sample_index": k, "correct": c})
+    return rows
+
+
+def arena_rows(models, prompts=("p0", "p1"), reward=None):
+    """Full arena grid: every model answers every prompt."""
+    rows = []
+    for mi, m in enumerate(models):
+        for pi, p in enumerate(prompts):
+            r = reward(mi, pi) if reward else float(mi + 2 * pi)
+            rows.append({"model_label": m, "item_id": p, "reward": r})
+    return rows
+
+
+@pytest.fixture
+def rows():
+    """The row builders, for tests that need them (``rows.static``, ``rows.arena``)."""
+
+    class _Rows:
+        static = staticmethod(static_rows)
+        arena = staticmethod(arena_rows)
+
+    return _Rows

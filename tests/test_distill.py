@@ -1,0 +1,218 @@
+"""Arena distillation against a slow, obviously correct reference."""
+
+import itertools
+import math
+import warnings
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_dualeval import Dataset, DataWarning, InputError, distill
+from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO, enumerate_pairs
+
+
+def make_dataset(seed, *, n_models, n_prompts, missing, discrete, n_sources=1):
+    """Random arena rewards (plus one static label per model so no model is ever lost)."""
+    rng = np.random.default_rng(seed)
+    models = [f"m{k:02d}" for k in range(n_models)]
+    arena = []
+    for q in range(n_prompts):
+        for m in models:
+            if rng.random() < missing:
+                continue
+            r = int(rng.integers(0, 4)) if discrete else float(rng.normal(q % 3, 1.0))
+            arena.append(
+                {"model_label": m, "item_id": f"p{q}", "reward": r, "source": f"s{q % n_sources}"}
+            )
+    # rows in random order: the result must not depend on it
+    arena = pd.DataFrame(arena).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    static = pd.DataFrame({"model_label": models, "dataset": "d", "sample_index": 0, "correct": 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)  # single-model prompts are dropped
+        return Dataset.from_frames(static, arena)
+
+
+def reference(ds, *, tie_ratio, bb_ratio):
+    """Plain double loop over prompts and model pairs (i < j by model index).
+
+    The library works on float32 z, so the reference does too (same rounding of dz).
+    """
+    cells = defaultdict(dict)
+    for m, q, z in zip(ds.arena_model, ds.arena_item, ds.arena_z, strict=True):
+        cells[int(q)][int(m)] = np.float32(z)
+    raw = []
+    for q in sorted(cells):
+        ms = sorted(cells[q])
+        for a in range(len(ms)):
+            for b in range(a + 1, len(ms)):
+                i, j = ms[a], ms[b]
+                zi, zj = cells[q][i], cells[q][j]
+                raw.append((q, i, j, zi - zj, max(zi, zj)))
+    dz = np.array([r[3] for r in raw], dtype=np.float32)
+    top = np.array([r[4] for r in raw], dtype=np.float32)
+    tie_thr = np.quantile(np.abs(dz), tie_ratio) if tie_ratio > 0 and raw else -np.inf
+    bb_thr = np.quantile(top, bb_ratio) if bb_ratio > 0 and raw else -np.inf
+    kept, n_tie = {}, 0
+    for q, i, j, d, t in raw:
+        if tie_ratio > 0 and abs(d) <= tie_thr:
+            n_tie += 1
+            continue
+        both_bad = bool(bb_ratio > 0 and t <= bb_thr)
+        kept[(q, i, j)] = (1.0 / (1.0 + math.exp(-float(d))), both_bad)
+    return kept, len(raw), n_tie, float(tie_thr), float(bb_thr)
+
+
+def as_dict(p):
+    out = {}
+    for q, i, j, t, bb in zip(p.item, p.i, p.j, p.target, p.both_bad, strict=True):
+        key = (int(q), int(i), int(j))
+        assert key not in out, f"pair {key} listed twice"
+        out[key] = (float(t), bool(bb))
+    return out
+
+
+CASES = [
+    # seed, n_models, n_prompts, missing, discrete, n_sources
+    (0, 2, 1, 0.0, False, 1),
+    (1, 3, 4, 0.0, False, 1),
+    (2, 5, 6, 0.3, False, 2),
+    (3, 7, 9, 0.5, False, 3),
+    (4, 4, 8, 0.0, True, 1),
+    (5, 6, 10, 0.25, True, 2),
+    (6, 9, 5, 0.4, True, 1),
+    (7, 12, 3, 0.1, False, 1),
+]
+RATIOS = [
+    (DEFAULT_TIE_RATIO, DEFAULT_BB_RATIO),
+    (0.0, DEFAULT_BB_RATIO),
+    (DEFAULT_TIE_RATIO, 0.0),
+    (0.0, 0.0),
+    (0.5, 0.5),
+    (0.33, 0.9),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{c[0]}" for c in CASES])
+@pytest.mark.parametrize("ratios", RATIOS, ids=[f"tie{t}-bb{b}" for t, b in RATIOS])
+def test_distill_matches_reference(case, ratios):
+    seed, n_models, n_prompts, missing, discrete, n_sources = case
+    tie_ratio, bb_ratio = ratios
+    ds = make_dataset(
+        seed,
+        n_models=n_models,
+        n_prompts=n_prompts,
+        missing=missing,
+        discrete=discrete,
+        n_sources=n_sources,
+    )
+    p = distill(ds, tie_ratio=tie_ratio, bb_ratio=bb_ratio)
+    kept, n_total, n_tie, tie_thr, bb_thr = reference(ds, tie_ratio=tie_ratio, bb_ratio=bb_ratio)
+    got = as_dict(p)
+    assert set(got) == set(kept)
+    for key, (target, both_bad) in kept.items():
+        assert got[key][0] == pytest.approx(target, abs=2e-6), key
+        assert got[key][1] == both_bad, key
+    assert p.n_total == n_total
+    assert p.n_tie == n_tie
+    assert p.n_pairs == len(kept) == n_total - n_tie
+    assert p.n_both_bad == sum(bb for _, bb in kept.values())
+    assert p.n_decisive == p.n_pairs - p.n_both_bad
+    assert p.tie_threshold == pytest.approx(tie_thr) or p.tie_threshold == tie_thr == -np.inf
+    assert p.bb_threshold == pytest.approx(bb_thr) or p.bb_threshold == bb_thr == -np.inf
+    assert (p.i < p.j).all()
+    assert p.item.dtype == p.i.dtype == p.j.dtype == np.int32
+    assert p.target.dtype == np.float32 and p.both_bad.dtype == bool
+    np.testing.assert_array_equal(
+        p.prompt_models, np.bincount(ds.arena_item, minlength=ds.n_items)
+    )
+    assert (p.prompt_models[ds.static_items] == 0).all()
+
+
+def test_discrete_rewards_exact_ties_are_all_dropped():
+    ds = make_dataset(4, n_models=4, n_prompts=8, missing=0.0, discrete=True)
+    p = distill(ds)  # defaults
+    assert p.tie_threshold == 0.0  # many exact ties: the 10% quantile of |dz| is 0
+    kept, n_total, n_tie, *_ = reference(ds, tie_ratio=0.1, bb_ratio=0.15)
+    assert n_total == 8 * 6
+    # every pair with equal reward on a prompt is a tie, and only those
+    z = ds.dense("arena")[0]
+    equal = sum(
+        z[i, c] == z[j, c]
+        for c in range(z.shape[1])
+        for i, j in itertools.combinations(range(4), 2)
+    )
+    assert p.n_tie == n_tie == equal > 0
+    assert (np.abs(p.target - 0.5) > 1e-3).all()
+
+
+def test_hand_computed_example():
+    # one prompt, rewards 0, 1, 2 (z = -1.2247, 0, 1.2247), model order a < b < c
+    arena = pd.DataFrame({"model_label": ["c", "a", "b"], "item_id": "p", "reward": [2, 0, 1]})
+    ds = Dataset.from_frames(arena=arena)
+    s = math.sqrt(1.5)
+    p = distill(ds, tie_ratio=0.0, bb_ratio=0.0)
+    assert p.n_total == 3 and p.n_tie == 0 and p.n_both_bad == 0
+    assert list(zip(p.i.tolist(), p.j.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 2)]
+    expected = [1 / (1 + math.exp(s)), 1 / (1 + math.exp(2 * s)), 1 / (1 + math.exp(s))]
+    np.testing.assert_allclose(p.target, expected, rtol=1e-6)
+    assert p.tie_threshold == p.bb_threshold == -np.inf
+    # |dz| = s, 2s, s: the 0.4 quantile is s, so both pairs at s are ties ("at or below")
+    t = distill(ds, tie_ratio=0.4, bb_ratio=0.0)
+    assert t.n_tie == 2 and list(zip(t.i, t.j, strict=True)) == [(0, 2)]
+    # max z per pair = 0, s, s; the 0.3 quantile is 0.6 s: only (a, b) is both-bad
+    b = distill(ds, tie_ratio=0.0, bb_ratio=0.3)
+    assert b.both_bad.tolist() == [True, False, False]
+    assert b.bb_threshold == pytest.approx(0.6 * s, rel=1e-6)
+
+
+def test_zero_ratios_disable_ties_and_both_bad():
+    ds = make_dataset(6, n_models=9, n_prompts=5, missing=0.4, discrete=True)
+    p = distill(ds, tie_ratio=0.0, bb_ratio=0.0)
+    assert p.n_tie == 0 and p.n_both_bad == 0
+    assert p.n_pairs == p.n_total == p.n_decisive > 0
+    assert p.tie_threshold == -np.inf and p.bb_threshold == -np.inf
+    assert (p.target[np.isclose(p.target, 0.5)] == 0.5).any()  # exact ties are kept
+    d = p.summary_dict()
+    assert d["pairs_tie"] == 0 and d["pairs_both_bad"] == 0 and d["pairs_total"] == p.n_total
+
+
+def test_summary_dict():
+    ds = make_dataset(2, n_models=5, n_prompts=6, missing=0.3, discrete=False)
+    p = distill(ds)
+    d = p.summary_dict()
+    assert d["pairs_total"] == d["pairs_decisive"] + d["pairs_both_bad"] + d["pairs_tie"]
+    assert d["tie_ratio"] == 0.1 and d["bb_ratio"] == 0.15
+    assert d["tie_threshold"] == p.tie_threshold and d["bb_threshold"] == p.bb_threshold
+    assert DEFAULT_TIE_RATIO == 0.10 and DEFAULT_BB_RATIO == 0.15
+
+
+@pytest.mark.parametrize("kw", [{"bb_ratio": 1.0}, {"bb_ratio": -0.1}, {"tie_ratio": 1.5}])
+def test_bad_ratios(kw):
+    ds = make_dataset(1, n_models=3, n_prompts=2, missing=0.0, discrete=False)
+    with pytest.raises(InputError, match="must be in \\[0, 1\\)"):
+        distill(ds, **kw)
+
+
+def test_no_arena_rows():
+    static = pd.DataFrame(
+        {"model_label": ["a", "b"], "dataset": "d", "sample_index": 0, "correct": 1}
+    )
+    ds = Dataset.from_frames(static)
+    p = distill(ds)
+    assert p.n_total == p.n_pairs == p.n_tie == 0
+    assert p.tie_threshold == p.bb_threshold == -np.inf
+    assert p.prompt_models.tolist() == [0]
+
+
+@pytest.mark.parametrize("sizes", [[], [1], [2], [1, 3, 1, 4], [5, 2, 2, 1, 3]])
+def test_enumerate_pairs_is_all_within_group_pairs(sizes):
+    item = np.repeat(np.arange(len(sizes)), sizes)
+    first, second = enumerate_pairs(item)
+    expected = []
+    start = 0
+    for n in sizes:
+        expected += list(itertools.combinations(range(start, start + n), 2))
+        start += n
+    assert list(zip(first.tolist(), second.tolist(), strict=True)) == expected
