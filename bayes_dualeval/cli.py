@@ -143,6 +143,142 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
         click.echo(f"wrote {path}")
 
 
+@cli.command(context_settings=CONTEXT)
+@_paths
+@click.option("--sampler", type=click.Choice(["nuts", "svi", "map"]), default="nuts",
+              show_default=True, help="Full posterior (nuts), variational (svi) or point fit (map).")
+@click.option("--model", "model_name", default="dualeval-2pl", show_default=True,
+              help="Named specification from models/ (see `bayes-dualeval models`) or a .toml path.")
+@click.option("--mode", type=click.Choice(["both", "static", "arena", "bt"]), default=None,
+              help="Data that enter: joint, static only, arena only, or Bradley-Terry.  [spec: both]")
+@click.option("--irt", type=click.Choice(["2pl", "1pl"]), default=None,
+              help="2PL, or Rasch (a_q = 1).  [spec: 2pl]")
+@click.option("--item-prior", type=click.Choice(["hierarchical", "independent"]), default=None,
+              help="Pooled per-source item priors, or fixed weakly-informative ones.")
+@click.option("--arena-likelihood", type=click.Choice(["pairs", "pairs-full", "reward"]),
+              default=None, help="Arena term: weighted pairs (2/n), all pairs, or rewards.")
+@click.option("--lambda-static", type=click.FloatRange(0), default=None,
+              help="Likelihood power of static labels.")
+@click.option("--lambda-arena", type=click.FloatRange(0), default=None,
+              help="Likelihood power of arena pairs.")
+@click.option("--lambda-bb", type=click.FloatRange(0), default=None,
+              help="Weight of the both-bad anchoring term.  [spec: 0.2]")
+@click.option("--bb-ratio", type=click.FloatRange(0, 1, max_open=True), default=None,
+              help="Both-bad quantile (0 = off).  [spec: 0.15]")
+@click.option("--tie-ratio", type=click.FloatRange(0, 1, max_open=True), default=None,
+              help="Tie quantile (0 = off).  [spec: 0.10]")
+@click.option("--theta-scale", type=click.FloatRange(0, min_open=True), default=None,
+              help="Prior sd of abilities.  [spec: 1]")
+@click.option("--gamma-scale", type=click.FloatRange(0, min_open=True), default=None,
+              help="Log-scale sd of gamma's LogNormal prior.  [spec: 0.5]")
+@click.option("--b-scale", type=click.FloatRange(0, min_open=True), default=None,
+              help="Independent prior sd of difficulties.  [spec: 3]")
+@click.option("--loga-scale", type=click.FloatRange(0, min_open=True), default=None,
+              help="Independent prior sd of log discriminations.  [spec: 1]")
+@click.option("--chains", type=click.IntRange(1), default=4, show_default=True)
+@click.option("--warmup", type=click.IntRange(0), default=1000, show_default=True)
+@click.option("--draws", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--target-accept", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.8, show_default=True, help="NUTS target acceptance probability.")
+@click.option("--guide", type=click.Choice(["normal", "lowrank"]), default="normal",
+              show_default=True, help="SVI autoguide: mean-field or low-rank normal.")
+@click.option("--svi-steps", type=click.IntRange(1), default=20000, show_default=True,
+              help="Most SVI steps (stops earlier when the ELBO settles).")
+@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="Credible interval level of every table.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Run folder (must not exist); default a new folder under runs/.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
+              show_default=True, help="Where JAX runs; auto uses a GPU when there is one.")
+@click.option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@_reward_norm
+@_skip_invalid
+@_clean_errors
+def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lambda_static,
+        lambda_arena, lambda_bb, bb_ratio, tie_ratio, theta_scale, gamma_scale, b_scale,
+        loga_scale, chains, warmup, draws, seed, target_accept, guide, svi_steps, ci, out,
+        device, no_report, quiet, reward_norm, skip_invalid):
+    """Fit the Bayesian DualEval model to DATA and write a run folder.
+
+    The run folder holds posterior.nc (ArviZ InferenceData), diagnostics.json, the
+    tables (leaderboard.csv, pairwise.csv, items.csv, anomalies.csv) and report.html.
+
+    \b
+    Example:
+        bayes-dualeval fit data/ --sampler nuts
+        bayes-dualeval fit data/ --sampler map --mode static --out runs/static-map
+    """
+    import time
+
+    from bayes_dualeval.device import configure
+
+    configure(device, chains if sampler == "nuts" else 1)
+
+    from bayes_dualeval import output
+    from bayes_dualeval.config import load_spec
+    from bayes_dualeval.dataset import load
+    from bayes_dualeval.inference import SamplerSettings
+    from bayes_dualeval.run import check_out_dir, default_run_dir
+    from bayes_dualeval.run import fit as run_fit
+
+    config = load_spec(model_name).replace(
+        mode=mode, irt=irt, item_prior=item_prior, arena_likelihood=arena_likelihood,
+        lambda_static=lambda_static, lambda_arena=lambda_arena, lambda_bb=lambda_bb,
+        bb_ratio=bb_ratio, tie_ratio=tie_ratio, theta_scale=theta_scale,
+        gamma_scale=gamma_scale, b_scale=b_scale, loga_scale=loga_scale,
+    )
+    settings = SamplerSettings(
+        sampler=sampler, chains=chains, warmup=warmup, draws=draws, seed=seed,
+        target_accept=target_accept, guide=guide, svi_steps=svi_steps,
+        progress=not quiet,
+    )
+    run_dir = check_out_dir(out) if out else default_run_dir(sampler)
+    start = time.perf_counter()
+    ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    timings = {"data": round(time.perf_counter() - start, 3)}
+    _say(ds.summary(), quiet)
+    _say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
+    result = run_fit(ds, config, settings, timings=timings)
+    run_dir = output.write(result, run_dir, ci=ci, report=not no_report)
+    click.echo(output.terminal_summary(result, ci=ci))
+    t = result.diagnostics["timings"]
+    click.echo(
+        f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s, "
+        f"sampling {t.get('sampling', 0):.1f}s"
+    )
+    click.echo(f"wrote {run_dir}")
+    for problem in result.diagnostics["convergence"]["problems"]:
+        click.secho(f"warning: convergence: {problem}", err=True, fg="red")
+    info = result.diagnostics["sampler_info"]
+    if sampler != "nuts" and info.get("converged") is False:
+        click.secho(
+            f"warning: {sampler} optimisation did not settle within its step limit; "
+            "raise --svi-steps or use --sampler nuts", err=True, fg="red",
+        )
+
+
+@cli.command(context_settings=CONTEXT)
+def models():
+    """List the named model specifications that --model accepts.
+
+    \b
+    Example:
+        bayes-dualeval models
+    """
+    from bayes_dualeval.config import available_models, models_dir
+
+    for name, description in available_models().items():
+        click.echo(f"{name:<18} {description}")
+    click.echo(f"(specifications in {models_dir()})")
+
+
+def _say(text: str, quiet: bool) -> None:
+    if not quiet:
+        click.echo(text, err=True)
+
+
 def main(argv=None) -> None:
     """Entry point of the ``bayes-dualeval`` console script."""
     cli.main(args=argv, prog_name="bayes-dualeval")

@@ -1,0 +1,86 @@
+"""Everything ``fit`` writes into a run folder, and the table shown in the terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayes_dualeval import atomic
+from bayes_dualeval.run import FitResult, write_run
+from bayes_dualeval.summaries import leaderboard, pairwise
+
+
+def write_tables(folder: str | Path, idata, dataset, *, ci: float) -> dict:
+    """Write the CSV tables of a run into ``folder``; return them as DataFrames by name."""
+    folder = Path(folder)
+    tables = {
+        "leaderboard": leaderboard(idata, dataset, ci=ci),
+        "pairwise": pairwise(idata),
+    }
+    for name, table in tables.items():
+        index = name == "pairwise"
+        atomic.write_text(folder / f"{name}.csv", table.to_csv(index=index, float_format="%.6g"))
+    return tables
+
+
+def write(result: FitResult, out: str | Path, *, ci: float = 0.95, report: bool = True) -> Path:
+    """Write a complete run folder (posterior, diagnostics, tables and report).
+
+    The posterior, diagnostics and tables are staged and moved into place together, so a
+    failure leaves no partial run; the report comes after and can be rebuilt with
+    ``bayes-dualeval report RUN_DIR``.
+    """
+
+    def extra(staging, result):
+        write_tables(staging, result.idata, result.dataset, ci=ci)
+        result.diagnostics["ci"] = ci
+
+    return write_run(result, out, extra=extra)
+
+
+def _fmt(x, spec=".2f") -> str:
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+
+
+def terminal_summary(result: FitResult, *, ci: float = 0.95, top: int = 30) -> str:
+    """The leaderboard as fixed-width text, with tier markers between separable models."""
+    table = leaderboard(result.idata, result.dataset, ci=ci)
+    return format_leaderboard(table, ci=ci, top=top)
+
+
+def format_leaderboard(table: pd.DataFrame, *, ci: float = 0.95, top: int = 30) -> str:
+    """Fixed-width text of a leaderboard table (see :func:`summaries.leaderboard`)."""
+    width = max(8, min(40, int(table["model"].str.len().max())))
+    point = table["ci"].isna().all()
+    pct = f"{100 * ci:g}%"
+    head = (
+        f"{'rank':>4}  {'model':<{width}}  {'theta':>6}  "
+        + (f"{pct + ' interval':>17}  {'rank range':>10}  {'P(>next)':>8}" if not point else "")
+    )
+    lines = [head, "-" * len(head)]
+    shown = table.head(top)
+    for k, row in enumerate(shown.itertuples(index=False)):
+        if k > 0 and row.tier == shown.iloc[k - 1]["tier"] and not point:
+            marker = "="  # cannot be told apart from the model above
+        else:
+            marker = " "
+        name = row.model if len(row.model) <= width else row.model[: width - 1] + "~"
+        line = f"{row.rank:>4}{marker} {name:<{width}}  {_fmt(row.theta_mean):>6}"
+        if not point:
+            line += (
+                f"  [{_fmt(row.theta_lo):>6}, {_fmt(row.theta_hi):>6}]"
+                f"  {int(row.rank_lo):>4}-{int(row.rank_hi):<5}  {_fmt(row.p_beats_next):>8}"
+            )
+        lines.append(line)
+    if len(table) > top:
+        lines.append(f"... {len(table) - top} more in leaderboard.csv")
+    if point:
+        lines.append("(MAP point estimates: no intervals)")
+    else:
+        lines.append(
+            f"'=' marks a model that cannot be told apart from the one above at {pct} "
+            "(P(>next) below the level)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,257 @@
+"""One fit from data to a run folder: the Python API behind ``bayes-dualeval fit``.
+
+A run folder is written so that a failed or interrupted run never leaves a half-written
+file or touches an earlier run: everything is first written to a hidden staging folder
+beside the destination, which is renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bayes_dualeval import __version__, atomic
+from bayes_dualeval.config import ModelConfig
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.diagnostics import convergence
+from bayes_dualeval.distill import Pairs
+from bayes_dualeval.errors import InputError
+from bayes_dualeval.inference import SamplerSettings, sample
+from bayes_dualeval.inputs import build_inputs, select_kinds
+
+POSTERIOR_FILE = "posterior.nc"
+DIAGNOSTICS_FILE = "diagnostics.json"
+
+
+@dataclass
+class FitResult:
+    """Everything a fit produced.
+
+    Attributes
+    ----------
+    dataset : Dataset
+        The data as fitted (restricted to the kinds the mode uses).
+    pairs : Pairs or None
+        The distilled arena pairs, when the model used pairs.
+    config : ModelConfig
+    settings : SamplerSettings
+    idata : arviz.InferenceData
+    diagnostics : dict
+        The content of ``diagnostics.json``.
+    """
+
+    dataset: Dataset
+    pairs: Pairs | None
+    config: ModelConfig
+    settings: SamplerSettings
+    idata: object
+    diagnostics: dict = field(default_factory=dict)
+
+    @property
+    def converged(self) -> bool | None:
+        """True, False, or None when the sampler has no convergence diagnostics."""
+        return self.diagnostics["convergence"]["converged"]
+
+
+def versions() -> dict:
+    """Versions of Python and the numerical stack."""
+    import arviz
+    import jax
+    import jaxlib
+    import numpyro
+    import pandas
+    import xarray
+
+    return {
+        "bayes_dualeval": __version__,
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "numpyro": numpyro.__version__,
+        "arviz": arviz.__version__,
+        "numpy": np.__version__,
+        "pandas": pandas.__version__,
+        "xarray": xarray.__version__,
+        "platform": platform.platform(),
+        "devices": [str(d) for d in jax.devices()],
+    }
+
+
+def fit(
+    dataset: Dataset,
+    config: ModelConfig | None = None,
+    settings: SamplerSettings | None = None,
+    *,
+    timings: dict | None = None,
+) -> FitResult:
+    """Fit the model to a dataset.
+
+    Parameters
+    ----------
+    dataset : Dataset
+    config : ModelConfig, optional
+        Defaults to the ``dualeval-2pl`` specification.
+    settings : SamplerSettings, optional
+        Defaults to NUTS, 4 chains, 1000 warm-up and 1000 kept draws.
+    timings : dict, optional
+        Earlier timings (e.g. ``data``) to record alongside this fit's.
+
+    Returns
+    -------
+    FitResult
+
+    Examples
+    --------
+    >>> from bayes_dualeval import load
+    >>> from bayes_dualeval.inference import SamplerSettings
+    >>> from bayes_dualeval.run import fit
+    >>> result = fit(load("data/"), settings=SamplerSettings(sampler="map"))  # doctest: +SKIP
+    >>> result.idata.posterior["theta_centred"]  # doctest: +SKIP
+    """
+    from bayes_dualeval.config import load_spec
+    from bayes_dualeval.posterior import to_inference_data
+
+    config = config or load_spec("dualeval-2pl")
+    settings = settings or SamplerSettings()
+    timings = dict(timings or {})
+    use_static, use_arena = select_kinds(dataset, config)
+    if not use_arena:
+        dataset = dataset.only("static")
+    elif not use_static:
+        dataset = dataset.only("arena")
+    start = time.perf_counter()
+    inputs, pairs = build_inputs(dataset, config)
+    timings["distill"] = round(time.perf_counter() - start, 3)
+    draws = sample(inputs, config, settings)
+    timings.update(draws.timings)
+    start = time.perf_counter()
+    idata = to_inference_data(draws, dataset, inputs, config)
+    timings["posterior"] = round(time.perf_counter() - start, 3)
+    conv = convergence(idata, settings.sampler)
+    info = {k: v for k, v in draws.info.items() if k != "losses"}
+    diagnostics = {
+        "max_rhat": conv["max_rhat"],
+        "min_ess_bulk": conv["min_ess_bulk"],
+        "min_ess_tail": conv["min_ess_tail"],
+        "divergences": conv["divergences"],
+        "convergence": conv,
+        "sampler": settings.to_dict(),
+        "sampler_info": info,
+        "config": config.to_dict(),
+        "data": dataset.summary_dict(),
+        "pairs": pairs.summary_dict() if pairs is not None else None,
+        "versions": versions(),
+        "timings": timings,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    if "losses" in draws.info:
+        diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
+    return FitResult(dataset, pairs, config, settings, idata, diagnostics)
+
+
+def _thin(values: np.ndarray, n: int) -> list:
+    idx = np.unique(np.linspace(0, len(values) - 1, n).astype(int))
+    return [[int(i), float(values[i])] for i in idx]
+
+
+def default_run_dir(sampler: str, root: str | Path = "runs") -> Path:
+    """A new folder name under ``root``: ``YYYYmmdd-HHMMSS-<sampler>`` (suffixed if taken)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(root) / f"{stamp}-{sampler}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
+
+
+def check_out_dir(out: str | Path) -> Path:
+    """Refuse to write into an existing, non-empty folder (an earlier run is never touched)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out} already exists and is not empty; choose another --out")
+    return out
+
+
+def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
+    """Write ``posterior.nc`` and ``diagnostics.json`` (and ``extra``) into a new folder.
+
+    Parameters
+    ----------
+    result : FitResult
+    out : str or Path
+        Destination folder; must not exist or be empty.
+    extra : callable, optional
+        ``extra(staging_dir, result)`` writes further files into the staging folder
+        before it is moved into place.
+
+    Returns
+    -------
+    Path
+        The run folder.
+    """
+    out = check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.partial-{time.time_ns()}"
+    staging.mkdir()
+    try:
+        start = time.perf_counter()
+        result.idata.to_netcdf(str(staging / POSTERIOR_FILE), engine="h5netcdf")
+        if extra is not None:
+            extra(staging, result)
+        result.diagnostics["timings"]["write"] = round(time.perf_counter() - start, 3)
+        write_diagnostics(staging, result.diagnostics)
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def write_diagnostics(folder: str | Path, diagnostics: dict) -> Path:
+    """Atomically write ``diagnostics.json`` into ``folder``."""
+    return atomic.write_text(
+        Path(folder) / DIAGNOSTICS_FILE, json.dumps(diagnostics, indent=1, default=_json) + "\n"
+    )
+
+
+def _json(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def load_run(run_dir: str | Path):
+    """Read a run folder back: ``(idata, diagnostics)``.
+
+    Raises
+    ------
+    InputError
+        If the folder has no ``posterior.nc`` or ``diagnostics.json``.
+    """
+    import arviz as az
+
+    run_dir = Path(run_dir)
+    post, diag = run_dir / POSTERIOR_FILE, run_dir / DIAGNOSTICS_FILE
+    for path in (post, diag):
+        if not path.is_file():
+            raise InputError(f"{run_dir} is not a run folder: {path.name} is missing")
+    try:
+        idata = az.from_netcdf(str(post), engine="h5netcdf")
+        diagnostics = json.loads(diag.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{run_dir}: cannot read the run ({exc})") from None
+    return idata, diagnostics
