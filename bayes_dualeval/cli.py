@@ -181,6 +181,8 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--target-accept", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.8, show_default=True, help="NUTS target acceptance probability.")
+@click.option("--max-tree-depth", type=click.IntRange(1, 15), default=4, show_default=True,
+              help="NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.")
 @click.option("--guide", type=click.Choice(["normal", "lowrank"]), default="normal",
               show_default=True, help="SVI autoguide: mean-field or low-rank normal.")
 @click.option("--svi-steps", type=click.IntRange(1), default=20000, show_default=True,
@@ -198,7 +200,7 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
 @_clean_errors
 def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lambda_static,
         lambda_arena, lambda_bb, bb_ratio, tie_ratio, theta_scale, gamma_scale, b_scale,
-        loga_scale, chains, warmup, draws, seed, target_accept, guide, svi_steps, ci, out,
+        loga_scale, chains, warmup, draws, seed, target_accept, max_tree_depth, guide, svi_steps, ci, out,
         device, no_report, quiet, reward_norm, skip_invalid):
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -231,7 +233,7 @@ def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lamb
     )
     settings = SamplerSettings(
         sampler=sampler, chains=chains, warmup=warmup, draws=draws, seed=seed,
-        target_accept=target_accept, guide=guide, svi_steps=svi_steps,
+        target_accept=target_accept, max_tree_depth=max_tree_depth, guide=guide, svi_steps=svi_steps,
         progress=not quiet,
     )
     run_dir = check_out_dir(out) if out else default_run_dir(sampler)

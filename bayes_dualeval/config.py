@@ -84,7 +84,7 @@ class ModelConfig:
     b_loc_scale: float = 2.0
     b_scale_scale: float = 1.5
     loga_loc_scale: float = 0.5
-    loga_scale_scale: float = 0.5
+    loga_scale_scale: float = 0.3
     b_scale: float = 3.0
     loga_scale: float = 1.0
     sigma_scale: float = 1.0

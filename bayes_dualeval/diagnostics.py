@@ -103,7 +103,8 @@ def convergence(idata, sampler: str) -> dict:
     if bad_ess:
         problems.append(
             f"{len(bad_ess)} parameter(s) have bulk ESS < {ESS_MIN} (lowest "
-            f"{bad_ess[0][1]} at {bad_ess[0][0]:.0f}): draw more (--draws 2000)"
+            f"{bad_ess[0][1]} at {bad_ess[0][0]:.0f}): draw more (--draws 2000) or allow "
+            "longer trajectories (--max-tree-depth 6)"
         )
     if divergences:
         problems.append(

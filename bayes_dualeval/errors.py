@@ -26,3 +26,7 @@ class DataWarning(UserWarning):
 
 class ConvergenceWarning(UserWarning):
     """The sampler's diagnostics say the posterior may not be trustworthy."""
+
+
+class ReportWarning(UserWarning):
+    """A report panel, or the whole report, could not be written (the run itself is safe)."""

@@ -30,8 +30,6 @@ import numpy as np
 from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.inputs import ModelInputs
 
-import os
-CENTRED_B = os.environ.get('CB') == '1'
 _LOG_2PI = float(jnp.log(2 * jnp.pi))
 
 
@@ -107,13 +105,12 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean):
             sigma_b = numpyro.sample("sigma_b", dist.HalfNormal(config.b_scale_scale))
             if two_pl:
                 mu_la = numpyro.sample("mu_log_a", dist.Normal(0.0, config.loga_loc_scale))
-                sigma_la = numpyro.sample("sigma_log_a", dist.HalfNormal(config.loga_scale_scale))
+                sigma_la = numpyro.sample(
+                    "sigma_log_a", dist.LogNormal(jnp.log(config.loga_scale_scale), 0.5)
+                )
         with numpyro.plate("item", inputs.n_items):
-            if CENTRED_B:
-                b = numpyro.sample("b", dist.Normal(theta_mean + mu_b[g], sigma_b[g]))
-            else:
-                b_raw = numpyro.sample("b_raw", dist.Normal(0.0, 1.0))
-                b = numpyro.deterministic("b", theta_mean + mu_b[g] + sigma_b[g] * b_raw)
+            b_raw = numpyro.sample("b_raw", dist.Normal(0.0, 1.0))
+            b = numpyro.deterministic("b", theta_mean + mu_b[g] + sigma_b[g] * b_raw)
             if two_pl:
                 la_raw = numpyro.sample("log_a_raw", dist.Normal(0.0, 1.0))
                 a = numpyro.deterministic("a", jnp.exp(mu_la[g] + sigma_la[g] * la_raw))
@@ -125,6 +122,26 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean):
                 log_a = numpyro.sample("log_a", dist.Normal(0.0, config.loga_scale))
                 a = numpyro.deterministic("a", jnp.exp(log_a))
     return a, b
+
+
+def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
+    """Names of the low-dimensional sites that share the model's weakly identified
+    directions (the latent scale: abilities against item locations and discriminations).
+
+    NUTS adapts a dense mass matrix over this block only, which is cheap (a few dozen
+    dimensions) and removes most of the correlation a diagonal mass matrix cannot follow.
+    """
+    names = ["theta_mean", "theta_contrast"]
+    if config.mode != "bt":
+        if config.item_prior == "hierarchical":
+            names += ["mu_b", "sigma_b"]
+            if config.irt == "2pl":
+                names += ["mu_log_a", "sigma_log_a"]
+        if inputs.has_arena:
+            names.append("gamma")
+            if config.arena_likelihood == "reward":
+                names.append("sigma")
+    return tuple(names)
 
 
 def _eta(theta, a, b, model, item):

@@ -8,16 +8,51 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval import atomic
+from bayes_dualeval.checks import PPC, item_table, posterior_predictive
+from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
 from bayes_dualeval.run import FitResult, write_run
 from bayes_dualeval.summaries import leaderboard, pairwise
 
+#: ``anomalies.csv`` keeps every cell with a q-value below this ...
+ANOMALY_Q = 0.2
+#: ... and at least this many cells (the most surprising ones).
+ANOMALY_TOP = 50
 
-def write_tables(folder: str | Path, idata, dataset, *, ci: float) -> dict:
-    """Write the CSV tables of a run into ``folder``; return them as DataFrames by name."""
+
+def write_tables(
+    folder: str | Path,
+    idata,
+    dataset,
+    *,
+    ci: float,
+    pairs=None,
+    bb_ratio: float = DEFAULT_BB_RATIO,
+    tie_ratio: float = DEFAULT_TIE_RATIO,
+    seed: int = 0,
+    ppc: PPC | None = None,
+) -> dict:
+    """Write the CSV tables of a run into ``folder``; return them as DataFrames by name.
+
+    Tables: ``leaderboard``, ``pairwise``, ``items`` (:func:`checks.item_table`) and
+    ``anomalies`` (the cells of :func:`checks.anomalies` with ``q_value`` below
+    :data:`ANOMALY_Q`, and at least the :data:`ANOMALY_TOP` most surprising ones, with the
+    ``ci`` level as a column). ``pairs``, ``bb_ratio`` and ``tie_ratio`` describe the run's
+    arena pairs (recomputed from the ratios when ``pairs`` is None); ``ppc``, when given,
+    supplies the cell table instead of computing it again.
+    """
     folder = Path(folder)
+    kw = {"pairs": pairs, "bb_ratio": bb_ratio, "tie_ratio": tie_ratio, "seed": seed}
+    if ppc is None:
+        ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
+    cells = ppc.anomalies
+    keep = (cells["q_value"] < ANOMALY_Q).to_numpy() | (np.arange(len(cells)) < ANOMALY_TOP)
+    flagged = cells.loc[keep].reset_index(drop=True)
+    flagged["ci"] = ci
     tables = {
         "leaderboard": leaderboard(idata, dataset, ci=ci),
         "pairwise": pairwise(idata),
+        "items": item_table(idata, dataset, ci=ci, **kw),
+        "anomalies": flagged,
     }
     for name, table in tables.items():
         index = name == "pairwise"
@@ -34,8 +69,12 @@ def write(result: FitResult, out: str | Path, *, ci: float = 0.95, report: bool 
     """
 
     def extra(staging, result):
-        write_tables(staging, result.idata, result.dataset, ci=ci)
+        kw = {"pairs": result.pairs, "bb_ratio": result.config.bb_ratio,
+              "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed}  # fmt: skip
+        ppc = posterior_predictive(result.idata, result.dataset, ci=ci, **kw)
+        write_tables(staging, result.idata, result.dataset, ci=ci, ppc=ppc, **kw)
         result.diagnostics["ci"] = ci
+        result.diagnostics["ppc"] = ppc.summary
 
     return write_run(result, out, extra=extra)
 

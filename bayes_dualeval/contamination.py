@@ -1,0 +1,167 @@
+"""Contamination study: do injected surprising successes rise to the top of the anomalies?
+
+Static data are simulated with known truth; a share of the cells that the true model
+predicts as failures (true ``p`` below ``max_p``) and that were observed as failures are
+flipped to successes, as leaked test items would be; the model is fitted and the cells
+are scored. :func:`contamination_study` returns the AUROC of the fitted model's anomaly
+score (the signed standardised residual of :func:`bayes_dualeval.checks.anomalies`: large
+for surprising successes) against the simple baseline ``y (1 - acc_model * acc_item)`` of
+empirical accuracies. Used by ``tests/test_checks.py`` and
+``scripts/contamination_study.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayes_dualeval.checks import anomalies
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.simulate import STATIC_SOURCE, simulate
+
+
+def auroc(score, positive) -> float:
+    """Area under the ROC curve of ``score`` for ``positive`` cells (ties count half).
+
+    Parameters
+    ----------
+    score : array_like of float
+        Higher means more suspicious.
+    positive : array_like of bool
+        True for the cells that should score high.
+
+    Returns
+    -------
+    float
+        The Mann-Whitney probability that a positive cell outscores a negative one (NaN
+        without both kinds).
+    """
+    score = np.asarray(score, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = stats.rankdata(score)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def contaminate(
+    static: pd.DataFrame, truth: dict, *, share: float = 0.03, max_p: float = 0.2, seed: int = 0
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Flip failures that the true model predicts (true ``p < max_p``) to successes.
+
+    Parameters
+    ----------
+    static : pandas.DataFrame
+        Static rows from :func:`bayes_dualeval.simulate.simulate`.
+    truth : dict
+        Its truth.
+    share : float
+        Cells flipped, as a share of all rows (fewer if not enough candidates).
+    max_p : float
+        Only cells whose true success probability is below this are candidates.
+    seed : int
+        Seed of the generator choosing the cells.
+
+    Returns
+    -------
+    static : pandas.DataFrame
+        A copy with ``correct`` flipped on the chosen rows and ``source`` set to the
+        simulator's static source, so item ids match the truth.
+    injected : numpy.ndarray of bool
+        True on the flipped rows.
+    """
+    rng = np.random.default_rng(seed)
+    out = static.copy()
+    out["source"] = STATIC_SOURCE
+    item = STATIC_SOURCE + "::" + out["dataset"] + "_" + out["sample_index"].astype(str)
+    theta = out["model_label"].map(truth["theta"]).to_numpy(dtype=np.float64)
+    a = item.map({q: v["a"] for q, v in truth["items"].items()}).to_numpy(dtype=np.float64)
+    b = item.map({q: v["b"] for q, v in truth["items"].items()}).to_numpy(dtype=np.float64)
+    p = 1.0 / (1.0 + np.exp(-a * (theta - b)))
+    candidates = np.flatnonzero((p < max_p) & (out["correct"].to_numpy() == 0))
+    n = min(len(candidates), int(round(share * len(out))))
+    chosen = rng.choice(candidates, size=n, replace=False)
+    injected = np.zeros(len(out), dtype=bool)
+    injected[chosen] = True
+    out.loc[injected, "correct"] = 1
+    return out, injected
+
+
+def baseline_score(dataset: Dataset) -> np.ndarray:
+    """Per static cell: ``y (1 - acc_model * acc_item)`` from empirical accuracies."""
+    m, q = dataset.static_model, dataset.static_item
+    y = dataset.static_y.astype(np.float64)
+    acc_m = np.bincount(m, weights=y) / np.bincount(m)
+    acc_q = np.bincount(q, weights=y, minlength=dataset.n_items) / np.maximum(
+        np.bincount(q, minlength=dataset.n_items), 1
+    )
+    return y * (1.0 - acc_m[m] * acc_q[q])
+
+
+def contamination_study(
+    *,
+    n_models: int = 20,
+    n_static: int = 150,
+    share: float = 0.03,
+    max_p: float = 0.2,
+    seed: int = 0,
+    settings=None,
+    config=None,
+) -> dict:
+    """Simulate, contaminate, fit and score one data set.
+
+    Parameters
+    ----------
+    n_models, n_static : int
+        Size of the simulated static benchmark (no arena prompts).
+    share, max_p : float
+        See :func:`contaminate`.
+    seed : int
+        Seed of the simulation and of the choice of flipped cells.
+    settings : SamplerSettings, optional
+        Defaults to a short NUTS run (2 chains, 150 warm-up and 150 kept draws).
+    config : ModelConfig, optional
+        Defaults to the ``dualeval-2pl`` specification.
+
+    Returns
+    -------
+    dict
+        ``auroc`` (ours), ``auroc_baseline``, ``auroc_ppp`` (score ``1 - ppp``),
+        ``injected``, ``cells`` and ``flagged_injected`` / ``flagged_clean`` (cells with
+        ``q_value < 0.05``).
+    """
+    from bayes_dualeval.inference import SamplerSettings
+    from bayes_dualeval.run import fit
+
+    static, _, truth = simulate(n_models=n_models, n_static=n_static, n_arena=0, seed=seed)
+    static, injected = contaminate(static, truth, share=share, max_p=max_p, seed=seed + 1)
+    dataset = Dataset.from_frames(static=static)
+    settings = settings or SamplerSettings(chains=2, warmup=150, draws=150, seed=seed)
+    result = fit(dataset, config, settings)
+    cells = anomalies(result.idata, result.dataset, seed=seed)
+    # rows of the frame and cells of the dataset: match on (model, item)
+    ds = result.dataset
+    key = pd.MultiIndex.from_arrays([ds.models[ds.static_model], ds.items[ds.static_item]])
+    frame_key = pd.MultiIndex.from_arrays(
+        [
+            static["model_label"].to_numpy(str),
+            (STATIC_SOURCE + "::" + static["dataset"] + "_" + static["sample_index"].astype(str))
+            .to_numpy(str),
+        ]
+    )
+    positive = pd.Series(injected, index=frame_key).reindex(key).to_numpy(dtype=bool)
+    table = cells.set_index(["model", "item"]).reindex(key)
+    ours = table["residual"].to_numpy(dtype=np.float64)
+    flagged = table["q_value"].to_numpy(dtype=np.float64) < 0.05
+    return {
+        "seed": seed,
+        "auroc": auroc(ours, positive),
+        "auroc_baseline": auroc(baseline_score(ds), positive),
+        "auroc_ppp": auroc(1.0 - table["ppp"].to_numpy(dtype=np.float64), positive),
+        "injected": int(positive.sum()),
+        "cells": len(positive),
+        "flagged_injected": int((flagged & positive).sum()),
+        "flagged_clean": int((flagged & ~positive).sum()),
+    }

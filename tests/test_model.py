@@ -1,0 +1,177 @@
+"""The model's terms: stable primitives, precomputed coefficients, pointwise = joint."""
+
+import itertools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from numpyro.handlers import seed, substitute, trace
+
+from bayes_dualeval.config import ModelConfig, available_models, load_spec
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.inputs import build_inputs
+from bayes_dualeval.model import (
+    _helmert,
+    arena_loglik,
+    dualeval_model,
+    log_sigmoid,
+    softplus,
+    static_loglik,
+)
+from bayes_dualeval.simulate import simulate
+
+
+def small_dataset(n_models=6, n_static=12, n_arena=8, missing=0.2, seed_=3):
+    static, arena, _ = simulate(n_models, n_static, n_arena, missing=missing, seed=seed_)
+    static["source"], arena["source"] = "bench", "arena"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Dataset.from_frames(static=static, arena=arena)
+
+
+def test_log_sigmoid_matches_reference_and_gradient():
+    x = jnp.linspace(-60.0, 60.0, 1001)
+    np.testing.assert_allclose(log_sigmoid(x), jax.nn.log_sigmoid(x), rtol=1e-6, atol=1e-7)
+    g = jax.vmap(jax.grad(log_sigmoid))(x)
+    np.testing.assert_allclose(g, jax.nn.sigmoid(-x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(softplus(x), jax.nn.softplus(x), rtol=1e-6, atol=1e-6)
+    assert np.all(np.isfinite(jax.vmap(jax.grad(softplus))(x)))
+
+
+@pytest.mark.parametrize("m", [2, 3, 7, 40])
+def test_helmert_is_orthonormal_sum_to_zero_basis(m):
+    h = _helmert(m)
+    assert h.shape == (m, m - 1)
+    np.testing.assert_allclose(h.T @ h, np.eye(m - 1), atol=1e-6)
+    np.testing.assert_allclose(h.sum(axis=0), 0.0, atol=1e-6)
+
+
+def _draw_params(inputs, config, key=0):
+    tr = trace(seed(dualeval_model, key)).get_trace(inputs, config)
+    return {k: v["value"] for k, v in tr.items() if v["type"] in ("sample", "deterministic")}, tr
+
+
+CONFIGS = [
+    ModelConfig(),
+    ModelConfig(arena_likelihood="pairs-full"),
+    ModelConfig(arena_likelihood="reward"),
+    ModelConfig(irt="1pl"),
+    ModelConfig(item_prior="independent", lambda_bb=0.7),
+    ModelConfig(mode="bt"),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.mode}-{c.irt}-{c.arena_likelihood}")
+def test_pointwise_loglik_sums_to_the_model_factor(config):
+    ds = small_dataset()
+    if config.mode == "bt":
+        ds = ds.only("arena")
+    inputs, _ = build_inputs(ds, config)
+    params, tr = _draw_params(inputs, config)
+    theta = params["theta"]
+    a, b = params.get("a"), params.get("b")
+    gamma, sigma = params.get("gamma", 1.0), params.get("sigma", 1.0)
+    if inputs.has_static and config.mode != "bt":
+        expected = config.lambda_static * static_loglik(theta, a, b, inputs).sum()
+        np.testing.assert_allclose(tr["static"]["fn"].log_factor, expected, rtol=2e-5)
+    per_item = arena_loglik(theta, a, b, gamma, sigma, inputs, config)
+    # lambda_arena = 1, so the arena factor is the plain sum of the pointwise terms
+    np.testing.assert_allclose(tr["arena"]["fn"].log_factor, per_item.sum(), rtol=2e-5)
+    assert np.all(per_item[np.asarray(ds.item_kind) == "static"] == 0)
+
+
+def test_pair_terms_match_a_plain_loop():
+    """The collapsed linear term and both-bad cell weights equal the per-pair formula."""
+    ds = small_dataset(missing=0.1)
+    config = ModelConfig(lambda_bb=0.3)
+    inputs, pairs = build_inputs(ds, config)
+    params, tr = _draw_params(inputs, config, key=5)
+    theta, a, b, gamma = (np.asarray(params[k], np.float64) for k in ("theta", "a", "b", "gamma"))
+    p = 1 / (1 + np.exp(-a[ds.arena_item] * (theta[ds.arena_model] - b[ds.arena_item])))
+    total = 0.0
+    for k in range(pairs.n_pairs):
+        w = 2.0 / pairs.prompt_models[pairs.item[k]]
+        pi, pj = p[pairs.row_i[k]], p[pairs.row_j[k]]
+        if pairs.both_bad[k]:
+            total += 0.3 * w * (np.log1p(-pi) + np.log1p(-pj))
+        else:
+            s = 1 / (1 + np.exp(-gamma * (pi - pj)))
+            t = pairs.target[k]
+            total += w * (t * np.log(s) + (1 - t) * np.log1p(-s))
+    np.testing.assert_allclose(float(tr["arena"]["fn"].log_factor), total, rtol=1e-4)
+
+
+def test_more_data_means_a_larger_log_likelihood_magnitude():
+    """Terms are sums, not means: doubling the data doubles the static log likelihood."""
+    static, _, _ = simulate(5, 10, 0, seed=1)
+    static["source"] = "bench"
+    twice = pd.concat([static, static.assign(dataset=static["dataset"] + "_copy")])
+    config = ModelConfig(mode="static")
+    one, _ = build_inputs(Dataset.from_frames(static=static), config)
+    two, _ = build_inputs(Dataset.from_frames(static=twice), config)
+    theta = jnp.linspace(-1, 1, 5)
+    a1, b1 = jnp.ones(one.n_items), jnp.zeros(one.n_items)
+    a2, b2 = jnp.ones(two.n_items), jnp.zeros(two.n_items)
+    l1 = static_loglik(theta, a1, b1, one).sum()
+    l2 = static_loglik(theta, a2, b2, two).sum()
+    np.testing.assert_allclose(l2, 2 * l1, rtol=1e-5)
+
+
+def test_two_over_n_weights_count_n_minus_one_contrasts():
+    ds = small_dataset(missing=0.0, n_models=7)
+    _, pairs = build_inputs(ds, ModelConfig(tie_ratio=0.0, bb_ratio=0.0))
+    w = 2.0 / pairs.prompt_models[pairs.item]
+    per_prompt = np.bincount(pairs.item, weights=w)[ds.arena_items]
+    np.testing.assert_allclose(per_prompt, 6.0, rtol=1e-6)
+
+
+def test_mode_needs_its_kind_of_data():
+    static, _, _ = simulate(4, 6, 0, seed=0)
+    ds = Dataset.from_frames(static=static)
+    with pytest.raises(ConfigError, match="arena"):
+        build_inputs(ds, ModelConfig(mode="arena"))
+    with pytest.raises(ConfigError, match="arena"):
+        build_inputs(ds, ModelConfig(mode="bt"))
+
+
+def test_specs_load_and_typos_are_errors(tmp_path):
+    names = available_models()
+    assert {"dualeval-2pl", "dualeval-1pl", "bradley-terry", "calibration-2pl"} <= set(names)
+    for name in names:
+        assert load_spec(name).name == name
+    assert load_spec("dualeval-1pl").irt == "1pl"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[likelihood]\nmode = "both"\nlamda_bb = 0.3\n')
+    with pytest.raises(ConfigError, match="lamda_bb"):
+        load_spec(bad)
+    with pytest.raises(ConfigError, match="unknown model"):
+        load_spec("no-such-model")
+    with pytest.raises(ConfigError, match="positive"):
+        ModelConfig(theta_scale=0.0)
+    with pytest.raises(ConfigError, match="mode"):
+        ModelConfig(mode="joint")
+
+
+def test_models_folder_ships_with_the_package():
+    from bayes_dualeval.config import models_dir
+
+    assert (models_dir() / "dualeval-2pl.toml").is_file()
+
+
+@pytest.mark.parametrize("irt,prior", itertools.product(["2pl", "1pl"], ["hierarchical", "independent"]))
+def test_model_is_finite_at_prior_draws(irt, prior):
+    ds = small_dataset()
+    config = ModelConfig(irt=irt, item_prior=prior)
+    inputs, _ = build_inputs(ds, config)
+    params, tr = _draw_params(inputs, config, key=11)
+    assert ("a" in params) == (irt == "2pl")
+    for name in ("static", "arena"):
+        assert np.isfinite(float(tr[name]["fn"].log_factor))
+    # substituting fixed values reproduces the same factors (pure function of parameters)
+    latent = {k: v for k, v in params.items() if tr[k]["type"] == "sample"}
+    tr2 = trace(substitute(seed(dualeval_model, 99), latent)).get_trace(inputs, config)
+    np.testing.assert_allclose(tr2["arena"]["fn"].log_factor, tr["arena"]["fn"].log_factor)
