@@ -736,8 +736,8 @@ def item_table(
         a_mean = a.mean(axis=0)
         a_lo, a_hi = interval(a, ci)
         mid = np.median(fit.theta, axis=1, keepdims=True)
-        p = _expit(a * (mid - fit.b))
-        info = (a**2 * p * (1.0 - p)).mean(axis=0)
+        eta = a * (mid - fit.b)
+        info = (a**2 * _expit(eta) * _expit(-eta)).mean(axis=0)
 
     draws = _select_draws(n, max_draws, rng)
     ppp = nan_q.copy()
@@ -1019,7 +1019,10 @@ def posterior_predictive(
         with np.errstate(invalid="ignore", divide="ignore"):
             acc_obs = np.bincount(ds.static_model, weights=ds.static_y, minlength=m) / n_static
             acc_rep = rep.model_correct / n_static
-        lo, hi = np.quantile(acc_rep, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
+        # accuracies are discrete: an interval end is an attainable value
+        lo, hi = np.quantile(
+            acc_rep, [(1 - ci) / 2, (1 + ci) / 2], axis=0, method="inverted_cdf"
+        )
         models.update(
             static_observed=acc_obs,
             static_rep_mean=acc_rep.mean(axis=0),

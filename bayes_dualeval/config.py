@@ -59,7 +59,9 @@ class ModelConfig:
         ``sigma_b ~ HalfNormal(b_scale_scale)``.
     loga_loc_scale, loga_scale_scale : float
         Hierarchical prior: ``mu_log_a ~ Normal(0, loga_loc_scale)``,
-        ``sigma_log_a ~ HalfNormal(loga_scale_scale)``.
+        ``sigma_log_a ~ LogNormal(log(loga_scale_scale), 0.5)`` (zero-avoiding: items do
+        differ in discrimination, and a scale pressed against zero makes a funnel that
+        NUTS cannot cross).
     b_scale, loga_scale : float
         Independent prior: ``b ~ Normal(0, b_scale)``, ``log a ~ Normal(0, loga_scale)``.
     sigma_scale : float

@@ -1,4 +1,4 @@
-"""Contamination study: do injected surprising successes rise to the top of the anomalies?
+"""Contamination study: do injected surprising successes top the anomaly table.
 
 Static data are simulated with known truth; a share of the cells that the true model
 predicts as failures (true ``p`` below ``max_p``) and that were observed as failures are
@@ -129,6 +129,7 @@ def contamination_study(
     -------
     dict
         ``auroc`` (ours), ``auroc_baseline``, ``auroc_ppp`` (score ``1 - ppp``),
+        ``auroc_oracle`` (score ``y (1 - p)`` with the true ``p``: the ceiling),
         ``injected``, ``cells`` and ``flagged_injected`` / ``flagged_clean`` (cells with
         ``q_value < 0.05``).
     """
@@ -155,11 +156,17 @@ def contamination_study(
     table = cells.set_index(["model", "item"]).reindex(key)
     ours = table["residual"].to_numpy(dtype=np.float64)
     flagged = table["q_value"].to_numpy(dtype=np.float64) < 0.05
+    theta = np.array([truth["theta"][m] for m in ds.models])
+    a = np.array([truth["items"][q]["a"] for q in ds.items])
+    b = np.array([truth["items"][q]["b"] for q in ds.items])
+    m, q = ds.static_model, ds.static_item
+    p_true = 1.0 / (1.0 + np.exp(-a[q] * (theta[m] - b[q])))
     return {
         "seed": seed,
         "auroc": auroc(ours, positive),
         "auroc_baseline": auroc(baseline_score(ds), positive),
         "auroc_ppp": auroc(1.0 - table["ppp"].to_numpy(dtype=np.float64), positive),
+        "auroc_oracle": auroc(ds.static_y * (1.0 - p_true), positive),
         "injected": int(positive.sum()),
         "cells": len(positive),
         "flagged_injected": int((flagged & positive).sum()),

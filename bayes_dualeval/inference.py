@@ -159,11 +159,19 @@ def _to_numpy(tree):
     return {k: np.asarray(v) for k, v in jax.device_get(tree).items()}
 
 
-def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
-    """Sample the posterior with NUTS.
+def make_mcmc(
+    inputs: ModelInputs,
+    config: ModelConfig,
+    settings: SamplerSettings,
+    *,
+    jit_model_args: bool = False,
+) -> MCMC:
+    """The NUTS sampler used by :func:`run_nuts`.
 
-    Chains run in parallel over devices when there are enough (host devices on a CPU, set
-    with ``numpyro.set_host_device_count`` before JAX starts), vectorised otherwise.
+    A dense mass matrix is adapted over the low-dimensional global block
+    (:func:`~bayes_dualeval.model.global_sites`) and a diagonal one elsewhere. With
+    ``jit_model_args`` the compiled sampler is reused for new data of the same shapes
+    (validation studies fit hundreds of datasets).
     """
     kernel = NUTS(
         dualeval_model,
@@ -174,14 +182,99 @@ def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings
     )
     n_dev = jax.local_device_count()
     method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
-    mcmc = MCMC(
+    return MCMC(
         kernel,
         num_warmup=settings.warmup,
         num_samples=settings.draws,
         num_chains=settings.chains,
         chain_method=method,
         progress_bar=settings.progress,
+        jit_model_args=jit_model_args,
     )
+
+
+def reusable_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
+    """A NUTS sampler compiled once and reusable for any data of the same shapes.
+
+    NumPyro's :class:`~numpyro.infer.MCMC` re-traces the model for each new dataset. This
+    builds the same sampler (same kernel settings, dense mass over the global block) from
+    NumPyro's functional ``hmc`` API with the data as an argument of one jitted function,
+    so validation studies that fit hundreds of equally sized datasets compile once.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+        A prototype: every later dataset must have arrays of the same shapes.
+    config : ModelConfig
+    settings : SamplerSettings
+        ``chains`` (vectorised), ``warmup``, ``draws``, ``target_accept``,
+        ``max_tree_depth``.
+
+    Returns
+    -------
+    callable
+        ``run(inputs, seed) -> (samples, diverging)``: constrained draws (including
+        deterministic sites) shaped ``(chain, draw, ...)`` and the divergence flags
+        ``(chain, draw)``, as NumPy arrays.
+    """
+    from numpyro.infer.hmc import hmc
+    from numpyro.infer.util import constrain_fn, potential_energy
+
+    proto = initialize_model(
+        jax.random.PRNGKey(0), dualeval_model, model_args=(inputs, config),
+        init_strategy=init_to_uniform(radius=0.5),
+    ).param_info.z
+    init_kernel, sample_kernel = hmc(
+        potential_fn_gen=lambda data: (
+            lambda z: potential_energy(dualeval_model, (data, config), {}, z)
+        ),
+        algo="NUTS",
+    )
+    dense = [global_sites(config, inputs)]
+    n_warm, n_draw = settings.warmup, settings.draws
+
+    def one_chain(data, key):
+        k_init, k_run = jax.random.split(key)
+        z0 = jax.tree.map(
+            lambda x: jax.random.uniform(k_init, jnp.shape(x), minval=-0.5, maxval=0.5), proto
+        )
+        state = init_kernel(
+            z0, n_warm, dense_mass=dense, target_accept_prob=settings.target_accept,
+            max_tree_depth=settings.max_tree_depth, model_args=(data,), rng_key=k_run,
+        )
+
+        def step(state, _):
+            state = sample_kernel(state, model_args=(data,))
+            return state, (state.z, state.diverging)
+
+        state, _ = jax.lax.scan(step, state, None, length=n_warm)
+        _, (zs, div) = jax.lax.scan(step, state, None, length=n_draw)
+        values = jax.vmap(
+            lambda z: constrain_fn(dualeval_model, (data, config), {}, z, return_deterministic=True)
+        )(zs)
+        return values, div
+
+    @jax.jit
+    def run_all(data, key):
+        keys = jax.random.split(key, settings.chains)
+        return jax.vmap(one_chain, in_axes=(None, 0))(data, keys)
+
+    def run(data: ModelInputs, seed: int):
+        values, div = run_all(data, jax.random.PRNGKey(seed))
+        values = {k: np.asarray(v) for k, v in values.items() if k not in ("static", "arena")}
+        return values, np.asarray(div)
+
+    return run
+
+
+def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
+    """Sample the posterior with NUTS.
+
+    Chains run in parallel over devices when there are enough (host devices on a CPU, set
+    with ``numpyro.set_host_device_count`` before JAX starts), vectorised otherwise.
+    """
+    mcmc = make_mcmc(inputs, config, settings)
+    method = mcmc.chain_method
     timings: dict = {}
     with _timed(timings):
         mcmc.run(

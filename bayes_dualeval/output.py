@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pandas as pd
 from bayes_dualeval import atomic
 from bayes_dualeval.checks import PPC, item_table, posterior_predictive
 from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
+from bayes_dualeval.errors import ReportWarning
 from bayes_dualeval.run import FitResult, write_run
 from bayes_dualeval.summaries import leaderboard, pairwise
 
@@ -75,8 +77,63 @@ def write(result: FitResult, out: str | Path, *, ci: float = 0.95, report: bool 
         write_tables(staging, result.idata, result.dataset, ci=ci, ppc=ppc, **kw)
         result.diagnostics["ci"] = ci
         result.diagnostics["ppc"] = ppc.summary
+        computed["ppc"] = ppc
 
-    return write_run(result, out, extra=extra)
+    computed = {}
+    run_dir = write_run(result, out, extra=extra)
+    if report:
+        write_report_safely(run_dir, result, ci=ci, ppc=computed.get("ppc"))
+    return run_dir
+
+
+def rewrite_tables(run_dir: str | Path, idata, diagnostics: dict, dataset, *, ci: float):
+    """Write a run's CSV tables again from its posterior (as ``bayes-dualeval report`` does).
+
+    The arena pairs are recomputed with the run's distillation quantiles and the checks use
+    the run's seed, so the tables match those written by the fit at the same ``ci``.
+    ``diagnostics`` is updated in memory (``ci`` and the ``ppc`` summary); writing it back
+    is left to the caller.
+
+    Returns
+    -------
+    tuple
+        ``(ppc, paths)``: the :class:`~bayes_dualeval.checks.PPC` computed on the way (for
+        the report) and the CSV files written.
+    """
+    config = diagnostics.get("config", {})
+    kw = {
+        "pairs": None,
+        "bb_ratio": float(config.get("bb_ratio", DEFAULT_BB_RATIO)),
+        "tie_ratio": float(config.get("tie_ratio", DEFAULT_TIE_RATIO)),
+        "seed": int(diagnostics.get("sampler", {}).get("seed", 0)),
+    }
+    ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
+    tables = write_tables(run_dir, idata, dataset, ci=ci, ppc=ppc, **kw)
+    diagnostics["ci"] = ci
+    diagnostics["ppc"] = ppc.summary
+    return ppc, [Path(run_dir) / f"{name}.csv" for name in tables]
+
+
+def write_report_safely(run_dir: Path, result: FitResult, *, ci: float, ppc=None) -> list[Path]:
+    """Write the report of a finished run; on failure warn instead of raising.
+
+    The run folder is complete before the report starts, so a report that cannot be
+    written (a bug, a full disk) costs only the report: a
+    :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it.
+    """
+    from bayes_dualeval.report import write_report
+
+    try:
+        return write_report(run_dir, result.idata, result.diagnostics, result.dataset, ci=ci,
+                            pairs=result.pairs, ppc=ppc)
+    except Exception as exc:  # noqa: BLE001 - the run is safe; the report is optional
+        warnings.warn(
+            f"the report could not be written ({type(exc).__name__}: {exc}); the run is "
+            f"complete: rebuild the report with `bayes-dualeval report {run_dir}`",
+            ReportWarning,
+            stacklevel=2,
+        )
+        return []
 
 
 def _fmt(x, spec=".2f") -> str:

@@ -332,16 +332,18 @@ def difficulty_discrimination(items: pd.DataFrame) -> Figure:
         ax.set_axisbelow(True)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-    if len(a_all):
+    log = len(a_all) > 0 and a_all.max() / a_all.min() > 4
+    if log:
         axes[0].set_yscale("log")
         for ax in axes[: len(groups)]:
             ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
-            ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
-            ax.tick_params(axis="y", which="minor", labelsize=7)
+            ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+            ax.tick_params(axis="y", which="both", labelsize=8.5)
     for ax in axes[len(groups):]:
         ax.set_visible(False)
     fig.supxlabel("difficulty b (posterior mean, centred scale)", fontsize=10)
-    fig.supylabel("discrimination a (posterior mean, log scale)", fontsize=10)
+    fig.supylabel("discrimination a (posterior mean" + (", log scale)" if log else ")"),
+                  fontsize=10)
     return fig
 
 
@@ -550,7 +552,9 @@ def rank_plots(draws: dict, *, bins: int = 20) -> Figure:
         for c in range(n_chain):
             counts, _ = np.histogram(ranks[c], bins=edges)
             ax.stairs(counts, edges, color=_group_colour(c), lw=1.3, baseline=None)
-        ax.axhline(n_draw / bins, color="#444444", lw=0.9, ls="--")
+        expected = n_draw / bins
+        ax.axhline(expected, color="#444444", lw=0.9, ls="--")
+        ax.set_ylim(0, max(2.0 * expected, 1.08 * ax.get_ylim()[1]))
         ax.set_title(short(name, 40), fontsize=9.5, loc="left")
         ax.set_yticks([])
         ax.set_xticks([])

@@ -69,7 +69,8 @@ p{margin:.5em 0;max-width:60em}
 .meta{color:#56606b;font-size:.92em;margin:0}
 nav.toc{font-size:.92em;margin:10px 0 4px;padding:8px 0;border-top:1px solid #e1e6ec;
 border-bottom:1px solid #e1e6ec}
-nav.toc a{margin-right:1.1em;color:#2b5c8f;text-decoration:none;white-space:nowrap}
+nav.toc{display:flex;flex-wrap:wrap;gap:4px 18px}
+nav.toc a{color:#2b5c8f;text-decoration:none;white-space:nowrap}
 .banner{border-radius:6px;padding:10px 16px;margin:14px 0}
 .banner strong{display:block;margin-bottom:2px}
 .banner ul{margin:4px 0 0 0;padding-left:1.3em}
@@ -214,7 +215,7 @@ class _Doc:
         self.md.append("")
 
     def table(self, frame: pd.DataFrame, *, text: tuple = (), names: tuple = (),
-              row_class=None, cell_class=None) -> None:
+              row_class=None, cell_class=None, header: bool = True) -> None:
         """A table of strings; ``text`` columns align left, ``names`` may wrap anywhere."""
         cols = list(frame.columns)
 
@@ -234,9 +235,9 @@ class _Doc:
                 classes = " ".join(x for x in (cls(c), extra) if x)
                 cells.append(f'<td class="{classes}">{html.escape(str(v))}</td>')
             body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')
+        thead = f"<thead><tr>{head}</tr></thead>" if header else ""
         self.html.append(
-            f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></div>'
+            f'<div class="scroll"><table>{thead}<tbody>{"".join(body)}</tbody></table></div>'
         )
         self.md.append("| " + " | ".join(_md(c) for c in cols) + " |")
         self.md.append("|" + "|".join(":--" if c in text or c in names else "--:" for c in cols)
@@ -263,7 +264,11 @@ class _Doc:
 class _Run:
     """What the panels share: draws, tables and facts about the fit."""
 
-    def __init__(self, idata, diagnostics: dict, dataset: Dataset, ci: float, pairs=None):
+    def __init__(self, idata, diagnostics: dict, dataset: Dataset, ci: float, pairs=None,
+                 ppc=None, run_dir: Path | None = None):
+        self.run_dir = run_dir
+        if ppc is not None:
+            self._ppc = ppc
         self.idata = idata
         self.diagnostics = diagnostics
         self.dataset = dataset
@@ -310,10 +315,11 @@ class _Run:
         return out
 
     def check_options(self) -> dict:
-        """Arguments of the checks: the run's pairs, or its distillation quantiles."""
+        """Arguments of the checks: the run's pairs (or distillation quantiles) and seed."""
+        out = {"seed": int(self.diagnostics.get("sampler", {}).get("seed", 0))}
         if self.pairs is not None:
-            return {"pairs": self.pairs}
-        out = {}
+            out["pairs"] = self.pairs
+            return out
         for key in ("bb_ratio", "tie_ratio"):
             if self.config.get(key) is not None:
                 out[key] = float(self.config[key])
@@ -327,7 +333,7 @@ class _Run:
             if checks is not None and hasattr(checks, "posterior_predictive"):
                 try:
                     self._ppc = checks.posterior_predictive(
-                        self.idata, self.dataset, ci=self.ci, seed=0, **self.check_options()
+                        self.idata, self.dataset, ci=self.ci, **self.check_options()
                     )
                 except Exception as exc:  # noqa: BLE001 - re-raised by every panel that asks
                     self._ppc = exc
@@ -418,7 +424,7 @@ def _leaderboard(doc: _Doc, run: _Run) -> None:
         ]
         rows["sd"] = [_num(x) for x in t["theta_sd"]]
         rows["rank range"] = [
-            f"{int(lo)}\u2013{int(hi)}" if np.isfinite(lo) and np.isfinite(hi) else "\u2013"
+            _rank_range(lo, hi)
             for lo, hi in zip(t["rank_lo"], t["rank_hi"], strict=True)
         ]
         rows["P(top 1)"] = [_num(x) for x in t["p_top1"]]
@@ -458,6 +464,12 @@ def _leaderboard(doc: _Doc, run: _Run) -> None:
             "row above). Rows of alternate tiers are shaded and a rule marks each new tier."
         )
     doc.table(frame, text=("",), names=("model",), row_class=row_class, cell_class=cell_class)
+
+
+def _rank_range(lo: float, hi: float) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "\u2013"
+    return f"{int(lo)}" if int(lo) == int(hi) else f"{int(lo)}\u2013{int(hi)}"
 
 
 def _abilities(doc: _Doc, run: _Run) -> None:
@@ -593,7 +605,7 @@ def _scatter(doc: _Doc, run: _Run) -> None:
     doc.figure(
         "difficulty_discrimination",
         plots.difficulty_discrimination(run.items),
-        "Posterior mean difficulty b against discrimination a (log scale) of every item, one "
+        "Posterior mean difficulty b against discrimination a of every item, one "
         "panel per item group. The dotted line is a = 1. Useful items have a well above "
         "zero and b within the models' range.",
     )
@@ -746,11 +758,31 @@ def _anomalies(doc: _Doc, run: _Run) -> None:
     doc.table(frame, text=("kind",), names=("model", "item"), cell_class=cell_class)
 
 
+def _read_items(run: _Run) -> pd.DataFrame | None:
+    """The run's ``items.csv`` when it matches this report's level and items, else None."""
+    path = None if run.run_dir is None else run.run_dir / "items.csv"
+    if path is None or not path.is_file():
+        return None
+    try:
+        items = pd.read_csv(path, keep_default_na=False, na_values=[""],
+                            dtype={"item": str, "flags": str})
+    except (OSError, ValueError):
+        return None
+    level = items["ci"].to_numpy(float) if "ci" in items else np.array([np.nan])
+    same_level = np.all(np.isnan(level)) if run.point else np.allclose(level, run.ci)
+    if not same_level or items["item"].tolist() != run.dataset.items.tolist():
+        return None
+    items["flags"] = items["flags"].fillna("")
+    return items
+
+
 def _flagged_items(doc: _Doc, run: _Run) -> None:
     checks = _checks_module()
     if checks is None or not hasattr(checks, "item_table"):
         return
-    items = checks.item_table(run.idata, run.dataset, ci=run.ci, **run.check_options())
+    items = _read_items(run)
+    if items is None:
+        items = checks.item_table(run.idata, run.dataset, ci=run.ci, **run.check_options())
     flags = items["flags"].astype(str)
     counts = {}
     for text in flags:
@@ -762,11 +794,13 @@ def _flagged_items(doc: _Doc, run: _Run) -> None:
     doc.para(
         f"Flagged items (of {len(items)}): "
         + ", ".join(f"{n} {flag.replace('_', ' ')}" for flag, n in sorted(counts.items()))
-        + ". no signal: every model scored the same; low discrimination: the upper "
+        + ". No signal: every model scored the same; low discrimination: the upper "
         "interval bound of a is below 0.5; misfit: item-fit ppp below 0.05 or above 0.95. "
-        "The first 15 by ppp:"
+        "The 15 with the most extreme ppp:"
     )
-    shown = items[flags != ""].sort_values("ppp", na_position="last").head(15)
+    ppp = items["ppp"].to_numpy(float)
+    tail = pd.Series(np.minimum(ppp, 1.0 - ppp), index=items.index)
+    shown = items.loc[tail[flags != ""].sort_values(na_position="last").index].head(15)
     frame = pd.DataFrame({
         "item": shown["item"],
         "kind": shown["kind"],
@@ -887,12 +921,12 @@ def _diagnostics(doc: _Doc, run: _Run) -> None:
 
 
 def _kv_table(doc: _Doc, facts: dict, bad=None) -> None:
-    frame = pd.DataFrame({"": list(facts), "value": [str(v) for v in facts.values()]})
+    frame = pd.DataFrame({"": list(facts), " ": [str(v) for v in facts.values()]})
 
     def cell_class(k, col):
-        return "bad" if bad and col == "value" and frame[""].iloc[k] == bad else ""
+        return "bad" if bad and col == " " and frame[""].iloc[k] == bad else ""
 
-    doc.table(frame, text=("", "value"), cell_class=cell_class)
+    doc.table(frame, text=("", " "), cell_class=cell_class, header=False)
 
 
 def _run_details(doc: _Doc, run: _Run) -> None:
@@ -902,7 +936,9 @@ def _run_details(doc: _Doc, run: _Run) -> None:
     data = d.get("data", {})
     facts = {
         "specification": f"{cfg.pop('name', '?')}: {run.config.get('description', '')}",
-        "options": ", ".join(f"{k}={v}" for k, v in cfg.items()),
+        "options": ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.items()
+        ),
         "data": (f"{data.get('models', '?')} models, {data.get('static_items', 0)} static "
                  f"items ({data.get('static_labels', 0)} labels), {data.get('arena_items', 0)}"
                  f" arena prompts ({data.get('arena_rewards', 0)} rewards), rewards "
@@ -946,7 +982,7 @@ def _page(doc: _Doc, title: str) -> str:
 
 
 def build(run_dir, idata, diagnostics: dict, dataset: Dataset, *, ci: float,
-          pairs=None) -> _Doc:
+          pairs=None, ppc=None) -> _Doc:
     """Build the report in memory (HTML parts, Markdown parts and PNG figures).
 
     Parameters
@@ -960,13 +996,15 @@ def build(run_dir, idata, diagnostics: dict, dataset: Dataset, *, ci: float,
         Interval level.
     pairs : Pairs, optional
         The distilled arena pairs, passed to the posterior-predictive checks.
+    ppc : PPC, optional
+        Posterior-predictive checks already computed at level ``ci``.
 
     Returns
     -------
     _Doc
         With ``html`` and ``md`` lists of parts and ``figures`` (name to PNG bytes).
     """
-    run = _Run(idata, diagnostics, dataset, ci, pairs)
+    run = _Run(idata, diagnostics, dataset, ci, pairs, ppc, Path(run_dir))
     doc = _Doc()
     _header(doc, run, Path(run_dir))
     for panel in PANELS:
@@ -996,7 +1034,7 @@ def _anchor_of(panel) -> str:
 
 def write_report(
     run_dir, idata=None, diagnostics: dict | None = None, dataset: Dataset | None = None, *,
-    ci: float | None = None, pairs=None,
+    ci: float | None = None, pairs=None, ppc=None,
 ) -> list[Path]:
     """Write ``report.html``, ``report.md`` and ``figures/*.png`` into a run folder.
 
@@ -1014,6 +1052,9 @@ def write_report(
         Interval level; defaults to the run's (``diagnostics["ci"]``), else 0.95.
     pairs : Pairs, optional
         The distilled arena pairs (recomputed by the checks when None).
+    ppc : PPC, optional
+        The run's :func:`~bayes_dualeval.checks.posterior_predictive` result at level
+        ``ci`` (computed when None).
 
     Returns
     -------
@@ -1047,7 +1088,7 @@ def write_report(
         dataset = dataset_from_idata(idata, reward_norm=norm)
     if ci is None:
         ci = float(diagnostics.get("ci") or 0.95)
-    doc = build(run_dir, idata, diagnostics, dataset, ci=ci, pairs=pairs)
+    doc = build(run_dir, idata, diagnostics, dataset, ci=ci, pairs=pairs, ppc=ppc)
     written = []
     fig_dir = run_dir / FIGURES_DIR
     for name, png in doc.figures.items():

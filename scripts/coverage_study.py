@@ -1,0 +1,240 @@
+"""Coverage of posterior intervals on simulated data with known truth.
+
+Fits many small simulated datasets with NUTS and reports how often the 50% and 90%
+equal-tailed intervals contain the true value, for static-only, arena-only and joint data
+and for each arena likelihood (``pairs``: weight 2/n per pair; ``pairs-full``: every pair at
+weight 1, DualEval's loss; ``reward``: Gaussian likelihood of the normalised rewards).
+
+Static labels are simulated from the model itself, so theta, a and b are compared on their
+own scale. Arena rewards are simulated as ``r = c_q + 4 p_iq + noise`` and z-normalised,
+which no arena likelihood reproduces exactly; there, compare the scale-free quantities: the
+rank interval of each model and the calibration of pairwise orders P(theta_i > theta_j).
+Abilities and difficulties are compared centred (minus the models' mean ability), the
+convention of the leaderboard.
+
+Usage::
+
+    python scripts/coverage_study.py --reps 50 --workers 2
+    python scripts/coverage_study.py --reps 8 --scenarios joint:pairs   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+
+import numpy as np
+
+SCENARIOS = [
+    "static",
+    "arena:pairs",
+    "arena:pairs-full",
+    "arena:reward",
+    "joint:pairs",
+    "joint:pairs-full",
+    "joint:reward",
+]
+SIZES = {"models": 8, "static": 40, "arena": 30}
+
+
+def simulate_case(scenario: str, rep: int):
+    """One simulated dataset, its configuration and truth."""
+    from bayes_dualeval.config import ModelConfig
+    from bayes_dualeval.dataset import Dataset
+    from bayes_dualeval.simulate import simulate
+
+    kind, _, lik = scenario.partition(":")
+    n_static = SIZES["static"] if kind in ("static", "joint") else 0
+    n_arena = SIZES["arena"] if kind in ("arena", "joint") else 0
+    static, arena, truth = simulate(SIZES["models"], n_static, n_arena, seed=10_000 + rep)
+    static["source"], arena["source"] = "bench", "arena"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(
+            static=static if n_static else None, arena=arena if n_arena else None
+        )
+    mode = {"static": "static", "arena": "arena", "joint": "both"}[kind]
+    config = ModelConfig(mode=mode, arena_likelihood=lik or "pairs")
+    return ds, config, truth
+
+
+def _cover(draws: np.ndarray, truth: np.ndarray, level: float) -> np.ndarray:
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return (truth >= lo) & (truth <= hi)
+
+
+def metrics(samples: dict, ds, truth: dict) -> dict:
+    """Coverage indicators and pairwise-order calibration terms of one fit."""
+    from bayes_dualeval.summaries import ranks
+
+    theta = samples["theta"].reshape(-1, ds.n_models)
+    mean_theta = theta.mean(axis=1, keepdims=True)
+    true_theta = np.array([truth["theta"][m] for m in ds.models])
+    true_c = true_theta - true_theta.mean()
+    out = defaultdict(list)
+    for level in (0.5, 0.9):
+        out[f"theta@{level}"] += _cover(theta - mean_theta, true_c, level).tolist()
+        r = ranks(theta)
+        true_rank = np.argsort(np.argsort(-true_theta)) + 1
+        out[f"rank@{level}"] += _cover(r, true_rank, level).tolist()
+        for kind in ("static", "arena"):
+            idx = np.flatnonzero(ds.item_kind == kind)
+            if len(idx) == 0:
+                continue
+            items = ds.items[idx]
+            b = samples["b"].reshape(-1, ds.n_items)[:, idx] - mean_theta
+            true_b = np.array([truth["items"][q]["b"] for q in items]) - true_theta.mean()
+            out[f"b_{kind}@{level}"] += _cover(b, true_b, level).tolist()
+            if "a" in samples:
+                a = samples["a"].reshape(-1, ds.n_items)[:, idx]
+                true_a = np.array([truth["items"][q]["a"] for q in items])
+                out[f"a_{kind}@{level}"] += _cover(a, true_a, level).tolist()
+        if "gamma" in samples:
+            g = samples["gamma"].reshape(-1)
+            out[f"gamma@{level}"] += _cover(g[:, None], np.array([truth["gamma"]]), level).tolist()
+    iu, ju = np.triu_indices(ds.n_models, 1)
+    prob = (theta[:, iu] > theta[:, ju]).mean(axis=0)
+    out["pair_prob"] += prob.tolist()
+    out["pair_true"] += (true_theta[iu] > true_theta[ju]).astype(float).tolist()
+    return dict(out)
+
+
+def worker(tasks, settings_dict, queue):
+    """Fit every task of one process; reuse one compiled sampler per scenario."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from bayes_dualeval.inference import SamplerSettings, reusable_nuts
+    from bayes_dualeval.inputs import build_inputs, pad_pairs
+
+    settings = SamplerSettings(**settings_dict)
+    samplers = {}
+    for scenario, rep in tasks:
+        ds, config, truth = simulate_case(scenario, rep)
+        inputs, _ = build_inputs(ds, config)
+        max_pairs = SIZES["models"] * (SIZES["models"] - 1) // 2 * SIZES["arena"]
+        if inputs.pair_w.shape[0]:
+            inputs = pad_pairs(inputs, max_pairs)
+        if scenario not in samplers:
+            samplers[scenario] = reusable_nuts(inputs, config, settings)
+        start = time.perf_counter()
+        samples, diverging = samplers[scenario](inputs, rep)
+        div = int(diverging.sum())
+        result = metrics(samples, ds, truth)
+        queue.put((scenario, rep, result, div, time.perf_counter() - start))
+    queue.put(None)
+
+
+def summarise(results: dict) -> list[dict]:
+    """Coverage with Monte Carlo standard errors, one row per scenario and quantity."""
+    rows = []
+    for scenario, parts in results.items():
+        pooled = defaultdict(list)
+        for part in parts:
+            for key, values in part.items():
+                pooled[key] += values
+        for key in sorted(k for k in pooled if "@" in k):
+            values = np.asarray(pooled[key], dtype=float)
+            name, level = key.split("@")
+            p = values.mean()
+            rows.append(
+                {
+                    "scenario": scenario,
+                    "quantity": name,
+                    "level": float(level),
+                    "coverage": p,
+                    "mcse": float(np.sqrt(p * (1 - p) / len(values))),
+                    "n": len(values),
+                }
+            )
+        prob, true = np.asarray(pooled["pair_prob"]), np.asarray(pooled["pair_true"])
+        bins = np.clip((prob * 5).astype(int), 0, 4)
+        ece = sum(
+            abs(prob[bins == k].mean() - true[bins == k].mean()) * (bins == k).mean()
+            for k in range(5)
+            if (bins == k).any()
+        )
+        rows.append(
+            {
+                "scenario": scenario,
+                "quantity": "pairwise ECE",
+                "level": np.nan,
+                "coverage": float(ece),
+                "mcse": np.nan,
+                "n": len(prob),
+            }
+        )
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+    scenarios = args.scenarios.split(",")
+    tasks = [(s, r) for s in scenarios for r in range(args.reps)]
+    settings = {"chains": args.chains, "warmup": args.warmup, "draws": args.draws}
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=worker, args=(tasks[k :: args.workers], settings, queue))
+        for k in range(args.workers)
+    ]
+    for p in procs:
+        p.start()
+    results, divergences, done, start = defaultdict(list), defaultdict(int), 0, time.time()
+    finished = 0
+    while finished < len(procs):
+        item = queue.get()
+        if item is None:
+            finished += 1
+            continue
+        scenario, rep, result, div, seconds = item
+        results[scenario].append(result)
+        divergences[scenario] += div
+        done += 1
+        print(
+            f"[{done}/{len(tasks)}] {scenario} rep {rep}: {seconds:.1f}s, {div} divergences",
+            file=sys.stderr,
+            flush=True,
+        )
+    for p in procs:
+        p.join()
+    rows = summarise(results)
+    print(f"\n{args.reps} datasets per scenario ({SIZES}), NUTS {args.chains}x"
+          f"({args.warmup}+{args.draws}); {time.time() - start:.0f}s in all\n")
+    print(f"| scenario | quantity | 50% | 90% | n (90%) |")
+    print("|---|---|---|---|---|")
+    table = defaultdict(dict)
+    for row in rows:
+        table[(row["scenario"], row["quantity"])][row["level"]] = row
+    for (scenario, quantity), cells in table.items():
+        if quantity == "pairwise ECE":
+            row = next(iter(cells.values()))
+            print(f"| {scenario} | pairwise-order ECE | {row['coverage']:.3f} | | {row['n']} |")
+            continue
+        c50, c90 = cells.get(0.5), cells.get(0.9)
+        print(
+            f"| {scenario} | {quantity} | {c50['coverage']:.3f} ± {c50['mcse']:.3f} "
+            f"| {c90['coverage']:.3f} ± {c90['mcse']:.3f} | {c90['n']} |"
+        )
+    print("\ndivergent transitions per scenario:", dict(divergences))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"rows": rows, "divergences": divergences, "sizes": SIZES,
+                       "settings": settings, "reps": args.reps}, fh, indent=1, default=float)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,471 @@
+"""The run report: files, sections, escaping, banners, modes, regeneration and a browser check.
+
+Real MAP fits cover the fit -> write -> report path; multi-chain posteriors are synthetic
+(random draws packaged by the real :func:`posterior.to_inference_data`, with the real
+convergence checks), so NUTS-only panels are tested without sampling.
+"""
+
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from bayes_dualeval import output, plots, report
+from bayes_dualeval.cli import cli
+from bayes_dualeval.config import load_spec
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.diagnostics import convergence
+from bayes_dualeval.errors import ReportWarning
+from bayes_dualeval.inference import Draws, SamplerSettings
+from bayes_dualeval.inputs import build_inputs
+from bayes_dualeval.posterior import to_inference_data
+from bayes_dualeval.run import FitResult, fit, load_run
+from bayes_dualeval.simulate import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKER = ROOT / "scripts" / "check_report.py"
+EVIL = "<script>alert(1)</script>"
+RED = 'class="banner banner-error"'
+
+pytestmark = pytest.mark.filterwarnings("error::bayes_dualeval.errors.ReportWarning")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def make_dataset(n_models=6, n_static=30, n_arena=10, *, names=None, seed=1,
+                 reward_norm="source"):
+    static, arena, _ = simulate(n_models, n_static, n_arena, seed=seed)
+    static["source"], arena["source"] = "bench", "arena"
+    if names is not None:
+        mapping = dict(zip(sorted(static["model_label"].unique()), names, strict=True))
+        static["model_label"] = static["model_label"].map(mapping)
+        arena["model_label"] = arena["model_label"].map(mapping)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Dataset.from_frames(static=static, arena=arena, reward_norm=reward_norm)
+
+
+def synthetic_run(ds, *, chains=2, draws=40, mode="both", irt="2pl", shift=0.0, seed=0,
+                  sampler="nuts"):
+    """A posterior of random draws around a random truth, packaged like a real run."""
+    config = load_spec("dualeval-2pl").replace(mode=mode, irt=irt)
+    if mode in ("static", "arena"):
+        ds = ds.only(mode)
+    elif mode == "bt":
+        ds = ds.only("arena")
+    inputs, pairs = build_inputs(ds, config)
+    rng = np.random.default_rng(seed)
+    m, q = ds.n_models, ds.n_items
+    theta = rng.normal(size=m) + 0.2 * rng.normal(size=(chains, draws, m))
+    theta[1:] += shift  # chains that disagree: R-hat fails
+    samples = {"theta": theta}
+    if mode != "bt":
+        samples["b"] = rng.normal(size=q) + 0.2 * rng.normal(size=(chains, draws, q))
+        if irt == "2pl":
+            samples["a"] = np.exp(0.3 * rng.normal(size=q) + 0.1 * rng.normal(
+                size=(chains, draws, q)))
+        if len(ds.arena_items):
+            samples["gamma"] = 4.0 + 0.1 * rng.normal(size=(chains, draws))
+    samples = {k: np.asarray(v, np.float32) for k, v in samples.items()}
+    stats = {
+        "diverging": np.zeros((chains, draws), bool),
+        "tree_depth": np.full((chains, draws), 3),
+        "acceptance_rate": np.full((chains, draws), 0.9),
+        "step_size": np.full((chains, draws), 0.1),
+    }
+    idata = to_inference_data(Draws(samples, stats if sampler == "nuts" else {}), ds, inputs,
+                              config)
+    settings = SamplerSettings(sampler=sampler, chains=chains, draws=draws)
+    diagnostics = {
+        "convergence": convergence(idata, sampler),
+        "sampler": settings.to_dict(),
+        "sampler_info": {},
+        "config": config.to_dict(),
+        "data": ds.summary_dict(),
+        "pairs": pairs.summary_dict() if pairs is not None else None,
+        "timings": {},
+        "created": "2026-01-01T00:00:00+00:00",
+        "ci": 0.9,
+    }
+    return FitResult(ds, pairs, config, settings, idata, diagnostics)
+
+
+def write_synthetic(tmp_path, result, name="run", **kw):
+    folder = tmp_path / name
+    folder.mkdir()
+    paths = report.write_report(folder, result.idata, result.diagnostics, result.dataset,
+                                pairs=result.pairs, **kw)
+    return folder, paths
+
+
+def html_of(folder) -> str:
+    return (Path(folder) / report.HTML_FILE).read_text(encoding="utf-8")
+
+
+def section_text(text: str, anchor: str) -> str:
+    """The HTML from one section heading to the next."""
+    start = text.index(f'<h2 id="{anchor}">')
+    nxt = text.find("<h2 ", start + 1)
+    return text[start: nxt if nxt > 0 else len(text)]
+
+
+def png_size(path) -> tuple[int, int]:
+    data = Path(path).read_bytes()[16:24]
+    return struct.unpack(">II", data)
+
+
+def assert_self_contained(text: str):
+    assert "http://" not in text and "https://" not in text
+    assert "<script" not in text.lower()
+    for value in re.findall(r'\b(?:src|href)="([^"]*)"', text):
+        assert value.startswith(("data:", "#")), value
+
+
+@pytest.fixture(scope="module")
+def map_run(tmp_path_factory):
+    """A real MAP fit of small simulated data, written by output.write (with its report)."""
+    ds = make_dataset()
+    result = fit(ds, settings=SamplerSettings(sampler="map"))
+    out = tmp_path_factory.mktemp("map") / "run"
+    output.write(result, out, ci=0.9)
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def nuts_like(tmp_path_factory):
+    ds = make_dataset(seed=2)
+    result = synthetic_run(ds)
+    folder, paths = write_synthetic(tmp_path_factory.mktemp("nuts"), result)
+    return result, folder, paths
+
+
+# --------------------------------------------------------------------------- files, sections
+
+
+def test_fit_writes_report_with_every_section(map_run):
+    _, out = map_run
+    text = html_of(out)
+    md = (out / report.MD_FILE).read_text(encoding="utf-8")
+    for anchor, title in report.SECTIONS.items():
+        assert f'<h2 id="{anchor}">{title}</h2>' in text
+        assert f"## {title}" in md
+    assert_self_contained(text)
+    assert text.count("data:image/png;base64,") >= 4
+    # every figure the Markdown links exists beside it
+    links = re.findall(r"\]\((figures/[^)]+\.png)\)", md)
+    assert links and all((out / link).is_file() for link in links)
+    for name in ("leaderboard.csv", "pairwise.csv", "posterior.nc", "diagnostics.json"):
+        assert (out / name).is_file()
+
+
+def test_map_report_says_why_interval_panels_are_skipped(map_run):
+    _, out = map_run
+    text = html_of(out)
+    assert 'class="banner banner-info"' in text and "MAP point estimate" in text
+    assert "single draw" in section_text(text, "ranks")
+    assert "rank_heatmap.png" not in (out / report.MD_FILE).read_text(encoding="utf-8")
+    assert "Not applicable" in section_text(text, "diagnostics")
+    assert RED not in text
+    # the leaderboard lists every model, without interval columns
+    board = section_text(text, "leaderboard")
+    assert "interval" not in board.split("<table>")[1]
+    for model in map_run[0].dataset.models:
+        assert f">{model}<" in board
+
+
+def test_nuts_like_report_has_interval_panels_and_diagnostics(nuts_like):
+    result, folder, paths = nuts_like
+    names = {p.name for p in paths}
+    for figure in ("forest", "rank_heatmap", "wright_map", "icc", "difficulty_discrimination",
+                   "ppc_models", "ppc_items", "calibration", "rhat_ess", "rank_plots"):
+        assert f"{figure}.png" in names
+    text = html_of(folder)
+    assert "90% interval" in section_text(text, "leaderboard")
+    diag = section_text(text, "diagnostics")
+    assert "max R-hat" in diag and "divergences per chain" in diag
+    anomalies = section_text(text, "anomalies")
+    assert anomalies.count("<tr") == report.TOP_ANOMALIES + 1  # header + rows
+    assert_self_contained(text)
+
+
+def test_convergence_failure_shows_red_banner_with_problems(tmp_path):
+    result = synthetic_run(make_dataset(seed=3), shift=1.5)
+    conv = result.diagnostics["convergence"]
+    assert conv["converged"] is False  # the real check fails on chains that disagree
+    folder, _ = write_synthetic(tmp_path, result)
+    text = html_of(folder)
+    banner = text[text.index(RED):]
+    banner = banner[: banner.index("</div>")]
+    assert "Convergence failed" in banner
+    assert "R-hat" in banner
+    assert text.index(RED) < text.index('<h2 id="leaderboard">')
+    assert "NOT converged" in section_text(text, "diagnostics")
+
+
+def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path):
+    result = nuts_like[0]
+    diagnostics = dict(result.diagnostics)
+    diagnostics["convergence"] = {
+        **diagnostics["convergence"], "converged": False,
+        "problems": ["3 divergent transition(s) <b>", "only one chain"],
+    }
+    folder = tmp_path / "run"
+    folder.mkdir()
+    report.write_report(folder, result.idata, diagnostics, result.dataset)
+    text = html_of(folder)
+    assert "<li>3 divergent transition(s) &lt;b&gt;</li>" in text
+    assert "<li>only one chain</li>" in text
+    md = (folder / report.MD_FILE).read_text(encoding="utf-8")
+    assert "Convergence failed" in md
+    # and a converged run has no banner
+    diagnostics["convergence"] = {**diagnostics["convergence"], "converged": True,
+                                  "problems": []}
+    report.write_report(folder, result.idata, diagnostics, result.dataset)
+    assert RED not in html_of(folder)
+
+
+def test_svi_report_says_diagnostics_are_unavailable(tmp_path):
+    result = synthetic_run(make_dataset(seed=4), chains=1, draws=50, sampler="svi")
+    result.diagnostics["sampler_info"] = {
+        "steps": 300, "converged": False, "loss_trace": [[0, 900.0], [150, 400.0], [299, 390.0]],
+    }
+    folder, paths = write_synthetic(tmp_path, result)
+    text = html_of(folder)
+    assert "SVI: approximate posterior" in text and "did not settle" in text
+    diag = section_text(text, "diagnostics")
+    assert "Unavailable" in diag and "loss_trace.png" in {p.name for p in paths}
+    assert "rank_plots.png" not in {p.name for p in paths}
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+def test_labels_are_escaped_everywhere(tmp_path):
+    names = [EVIL, 'a&b "quoted"', "m|pipe*star_", "d", "e", "f"]
+    ds = make_dataset(names=names, seed=5)
+    assert EVIL in ds.models
+    result = synthetic_run(ds)
+    folder, _ = write_synthetic(tmp_path, result)
+    text = html_of(folder)
+    assert EVIL not in text
+    assert "<script" not in text.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "a&amp;b &quot;quoted&quot;" in text
+    md = (folder / report.MD_FILE).read_text(encoding="utf-8")
+    assert EVIL not in md and "&lt;script&gt;" in md
+    # a pipe in a label must not split a Markdown table cell
+    assert r"m\|pipe\*star\_" in md
+
+
+# --------------------------------------------------------------------------- modes
+
+
+@pytest.mark.parametrize(
+    ("mode", "irt", "absent", "note"),
+    [
+        ("static", "2pl", (), None),
+        ("arena", "2pl", (), None),
+        ("bt", "2pl", ("wright_map", "icc", "difficulty_discrimination"), "Bradley-Terry"),
+        ("both", "1pl", ("icc", "difficulty_discrimination"), "Rasch"),
+    ],
+)
+def test_modes_report_without_failing_panels(tmp_path, mode, irt, absent, note):
+    result = synthetic_run(make_dataset(seed=6), mode=mode, irt=irt)
+    folder, paths = write_synthetic(tmp_path, result)
+    names = {p.stem for p in paths}
+    assert {"forest", "rank_heatmap"} <= names
+    for figure in absent:
+        assert figure not in names
+    text = html_of(folder)
+    for anchor in report.SECTIONS:
+        assert f'<h2 id="{anchor}">' in text
+    assert "could not be drawn" not in text
+    if note:
+        assert note in text
+    if mode == "static":
+        assert "Arena pairs" not in section_text(text, "ppc")
+
+
+def test_real_fits_of_other_modes(tmp_path):
+    ds = make_dataset(n_models=5, n_static=20, n_arena=8, seed=7)
+    for mode, irt in (("bt", "2pl"), ("static", "1pl")):
+        config = load_spec("dualeval-2pl").replace(mode=mode, irt=irt)
+        result = fit(ds, config, SamplerSettings(sampler="map"))
+        out = output.write(result, tmp_path / f"{mode}-{irt}", ci=0.8)
+        text = html_of(out)
+        assert "could not be drawn" not in text
+        assert_self_contained(text)
+
+
+def test_many_models_with_long_names(tmp_path):
+    n = 64
+    names = [f"org-{k:02d}/an-extremely-long-model-name-with-a-version-suffix-v{k}.{k % 7}-chat"
+             for k in range(n)]
+    ds = make_dataset(n_models=n, n_static=20, n_arena=6, names=names, seed=8)
+    result = synthetic_run(ds, draws=30)
+    folder, paths = write_synthetic(tmp_path, result)
+    text = html_of(folder)
+    board = section_text(text, "leaderboard")
+    assert board.count("<tr") == n + 1
+    for name in names:
+        assert f">{name}<" in board  # the table keeps full names
+    forest = next(p for p in paths if p.stem == "forest")
+    heat = next(p for p in paths if p.stem == "rank_heatmap")
+    _, small_paths = write_synthetic(tmp_path, synthetic_run(make_dataset(seed=8)), "small")
+    small_forest = next(p for p in small_paths if p.stem == "forest")
+    assert png_size(forest)[1] > 2.5 * png_size(small_forest)[1]  # height scales with rows
+    assert png_size(heat)[1] > 1000
+
+
+def test_plot_labels_are_shortened():
+    assert plots.short("x" * 100, 10) == "x" * 9 + "\u2026"
+    assert plots.short("short", 10) == "short"
+    table = pd.DataFrame({"model": ["y" * 90, "b"], "theta_mean": [0.5, -0.5],
+                          "theta_lo": [np.nan] * 2, "theta_hi": [np.nan] * 2, "tier": [1, 2]})
+    fig = plots.forest(table)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert max(len(t) for t in labels) <= plots.LABEL_CHARS
+    assert "no intervals" in fig.axes[0].get_title(loc="left")
+
+
+# --------------------------------------------------------------------------- the dataset
+
+
+@pytest.mark.parametrize("norm", ["source", "global"])
+def test_dataset_from_idata_rebuilds_the_fitted_data(norm):
+    ds = make_dataset(seed=9, reward_norm=norm)
+    idata = synthetic_run(ds, draws=4).idata
+    for given in (norm, None):
+        back = report.dataset_from_idata(idata, reward_norm=given)
+        assert back.reward_norm == norm
+        for field in ("models", "items", "item_kind", "item_source", "item_domain", "groups",
+                      "item_group", "static_model", "static_item", "static_y", "arena_model",
+                      "arena_item", "arena_reward"):
+            np.testing.assert_array_equal(getattr(back, field), getattr(ds, field), field)
+        np.testing.assert_allclose(back.arena_z, ds.arena_z, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(back.arena_z, idata.observed_data["arena_z"].values)
+
+
+def test_dataset_from_idata_of_a_saved_run(map_run):
+    result, out = map_run
+    idata, diagnostics = load_run(out)
+    back = report.dataset_from_idata(idata, reward_norm=diagnostics["data"]["reward_norm"])
+    np.testing.assert_array_equal(back.items, result.dataset.items)
+    np.testing.assert_allclose(back.arena_z, result.dataset.arena_z, atol=1e-12)
+    assert back.summary_dict()["groups"] == result.dataset.summary_dict()["groups"]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_a_failing_panel_becomes_a_note_and_a_warning(nuts_like, tmp_path, monkeypatch):
+    result = nuts_like[0]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no ink")
+
+    monkeypatch.setattr(plots, "wright_map", broken)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    with pytest.warns(ReportWarning, match="wright"):
+        report.write_report(folder, result.idata, result.diagnostics, result.dataset)
+    text = html_of(folder)
+    assert "could not be drawn (RuntimeError: no ink)" in section_text(text, "wright")
+    assert 'id="icc"' in text and "icc.png" in (folder / report.MD_FILE).read_text()
+
+
+def test_report_failure_keeps_the_run(map_run, tmp_path, monkeypatch):
+    result, _ = map_run
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report, "write_report", broken)
+    with pytest.warns(ReportWarning, match="bayes-dualeval report"):
+        out = output.write(result, tmp_path / "run", ci=0.9)
+    assert (out / "posterior.nc").is_file() and (out / "leaderboard.csv").is_file()
+    assert not (out / report.HTML_FILE).exists()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_report_command_regenerates_from_the_run_folder(map_run, tmp_path):
+    _, out = map_run
+    run_dir = tmp_path / "copy"
+    shutil.copytree(out, run_dir)
+    for name in (report.HTML_FILE, report.MD_FILE, "leaderboard.csv"):
+        (run_dir / name).unlink()
+    shutil.rmtree(run_dir / report.FIGURES_DIR)
+    result = CliRunner().invoke(cli, ["report", str(run_dir), "--ci", "0.8"])
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and "report.html" in result.output
+    assert (run_dir / report.HTML_FILE).is_file()
+    assert (run_dir / "figures" / "forest.png").is_file()
+    assert (run_dir / "leaderboard.csv").is_file()
+    _, diagnostics = load_run(run_dir)
+    assert diagnostics["ci"] == 0.8
+    assert_self_contained(html_of(run_dir))
+
+
+def test_report_command_on_a_folder_that_is_not_a_run(tmp_path):
+    result = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "Error:" in result.output and "not a run folder" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_report_command_help_has_an_example():
+    result = CliRunner().invoke(cli, ["report", "--help"])
+    assert result.exit_code == 0
+    assert "Example:" in result.output and "bayes-dualeval report runs/" in result.output
+
+
+# --------------------------------------------------------------------------- the browser
+
+
+def _chromium():
+    from importlib import util
+
+    spec = util.spec_from_file_location("check_report", CHECKER)
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+needs_chromium = pytest.mark.skipif(
+    _chromium().find_browser() is None,
+    reason="Chromium is not installed (apt-get install chromium)",
+)
+
+
+@needs_chromium
+def test_report_loads_in_chromium_without_console_errors(nuts_like, tmp_path):
+    _, folder, _ = nuts_like
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [sys.executable, str(CHECKER), str(folder / report.HTML_FILE), "--screenshot",
+         str(shot), "--window-size", "1400,3000"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert shot.is_file() and png_size(shot) == (1400, 3000)
+
+
+@needs_chromium
+def test_chromium_check_catches_a_console_error(tmp_path):
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><p>x</p><script>throw new Error('boom')</script>")
+    proc = subprocess.run([sys.executable, str(CHECKER), str(page)], capture_output=True,
+                          text=True, timeout=180, check=False)
+    assert proc.returncode == 1
+    assert "Uncaught" in proc.stderr
