@@ -625,46 +625,72 @@ def _static_replicates(fit: _Fit, rep: np.ndarray, rng: np.random.Generator):
     )
 
 
-def _arena_item_ppp(fit: _Fit, draws: np.ndarray, cells: _Cells, phi: float) -> np.ndarray:
-    """Arena prompt fit: ``mean_draws P(chi2_k >= D_obs)`` with a Pearson discrepancy.
+def _arena_discrepancies(fit: _Fit, draws: np.ndarray, cells: _Cells, phi: float):
+    """Degrees of freedom per item and, chunk by chunk, each prompt's discrepancy.
 
-    Pairs: ``D = sum (W - E_d)^2 / (phi V_d)`` over the prompt's cells with decisive pairs
-    and ``k`` their number (replicated cells are independent normal soft-win counts).
-    Reward: ``D = sum r_d^2 / sigma_d^2`` of the within-prompt residuals, ``k = n_q - 1``.
+    Pairs: ``D = sum (W - E_d)^2 / (phi V_d)`` over the prompt's cells with decisive pairs,
+    ``k`` their number (replicated cells: independent normal soft-win counts). Reward:
+    ``D`` is the sum of squared within-prompt residuals over ``sigma_d^2``, ``k = n_q - 1``.
+    Returns ``(k, chunks)`` with ``chunks`` yielding arrays of shape (chunk, Q).
     """
     ds = fit.dataset
     n_items = ds.n_items
-    out = np.full(n_items, np.nan)
-    if fit.arena is None:
-        return out
-    total = np.zeros(n_items)
     if fit.arena == "reward":
         z = ds.arena_z.astype(np.float64)
         to_item = _incidence(ds.arena_item, n_items)
         n_q = np.bincount(ds.arena_item, minlength=n_items).astype(np.float64)
-        dof = np.maximum(n_q - 1.0, 1.0)
-        for d in _chunks(draws, len(z)):
-            mu, sd = _reward_stats(fit, d)
-            # sd = sigma sqrt(1 - 1/n) is the residual's own sd; the sum of squared
-            # residuals over sigma^2 is chi-square with n_q - 1 degrees of freedom
-            disc = _group_sum(((z - mu) / np.maximum(sd, _EPS)) ** 2, to_item)
-            total += stats.chi2.sf(disc * dof / np.maximum(n_q, 1.0), dof).sum(axis=0)
-    else:
-        dec = fit.decisive
-        used = cells.used.astype(np.float64)
-        to_item = _incidence(ds.arena_item, n_items, weights=used)
-        dof = np.bincount(ds.arena_item, weights=used, minlength=n_items)
-        w = dec.observed
+        dof = np.maximum(n_q - 1.0, 0.0)
+
+        def chunks():
+            for d in _chunks(draws, len(z)):
+                mu, sd = _reward_stats(fit, d)
+                # sd = sigma sqrt(1 - 1/n) is the residual's own sd
+                scaled = ((z - mu) / np.maximum(sd, _EPS)) ** 2
+                yield _group_sum(scaled, to_item) * dof / np.maximum(n_q, 1.0)
+
+        return dof, chunks()
+    dec = fit.decisive
+    used = cells.used.astype(np.float64)
+    to_item = _incidence(ds.arena_item, n_items, weights=used)
+    dof = np.bincount(ds.arena_item, weights=used, minlength=n_items)
+    w = dec.observed
+
+    def chunks():
         for d in _chunks(draws, max(dec.n_pairs, len(w))):
             e, v = _pair_cell_stats(fit, d)
-            disc = _group_sum((w - e) ** 2 / (phi * np.clip(v, _EPS, None)), to_item)
-            total += stats.chi2.sf(disc, np.maximum(dof, 1)).sum(axis=0)
-    ppp = total / len(draws)
-    arena = fit.dataset.arena_items
-    out[arena] = ppp[arena]
-    if fit.arena != "reward":
-        out[dof == 0] = np.nan
-    return out
+            yield _group_sum((w - e) ** 2 / (phi * np.clip(v, _EPS, None)), to_item)
+
+    return dof, chunks()
+
+
+def _arena_item_ppp(
+    fit: _Fit, draws: np.ndarray, cells: _Cells, phi: float
+) -> tuple[np.ndarray, float]:
+    """Arena prompt fit: ``mean_draws P(rho chi2_{k / rho} >= D)`` (see ``docs/outputs.md``).
+
+    ``D`` has mean ``k`` under the model, but prompts differ in how noisy their rewards are,
+    which spreads ``D`` more than ``chi2_k`` would. ``rho >= 1`` (Satterthwaite) matches
+    the spread seen across prompts: ``rho = sum (Dbar_q - k_q)^2 / sum 2 k_q`` with
+    ``Dbar_q`` the posterior mean discrepancy, floored at 1 (never more liberal than
+    ``chi2_k``). Returns the ppp per item (NaN for non-arena items and prompts without
+    cells to compare) and ``rho`` (NaN without arena data).
+    """
+    n_items = fit.dataset.n_items
+    out = np.full(n_items, np.nan)
+    if fit.arena is None:
+        return out, float("nan")
+    arena = np.zeros(n_items, dtype=bool)
+    arena[fit.dataset.arena_items] = True
+    dof, chunks = _arena_discrepancies(fit, draws, cells, phi)
+    mean = sum(c.sum(axis=0) for c in chunks) / len(draws)
+    ok = arena & (dof > 0)
+    denom = 2.0 * dof[ok].sum()
+    rho = max(1.0, float(((mean[ok] - dof[ok]) ** 2).sum() / denom)) if denom > 0 else 1.0
+    _, chunks = _arena_discrepancies(fit, draws, cells, phi)
+    k = np.maximum(dof, 1.0) / rho
+    total = sum(stats.chi2.sf(c / rho, k).sum(axis=0) for c in chunks)
+    out[ok] = (total / len(draws))[ok]
+    return out, rho
 
 
 def item_table(
@@ -705,22 +731,24 @@ def item_table(
     -------
     pandas.DataFrame
         Columns ``item, kind, source, domain, b_mean, b_lo, b_hi, a_mean, a_lo, a_hi,
-        observed, n_models, information, ppp, flags, ci``, items in dataset order.
-        ``b`` is on the leaderboard's scale (abilities centred to mean zero in every draw).
-        Under ``irt = "1pl"`` every ``a`` column is exactly 1; in Bradley-Terry runs ``a``,
-        ``b`` and ``information`` are NaN. With a single draw (MAP) the interval columns and
-        ``ci`` are NaN. ``observed`` is the static accuracy or the prompt's mean normalised
-        reward. ``information`` is the posterior mean of ``a^2 p (1 - p)`` at the median
-        ability of each draw. ``ppp`` is the item-fit posterior predictive p-value (static:
-        mid-p of the deviance across models; arena: Pearson discrepancy of the cells), small
-        when the item is fitted worse than replicated data would be. ``flags`` joins
-        ``no_signal``, ``low_discrimination`` and ``misfit`` with ``;`` (see
-        ``docs/outputs.md`` for the thresholds).
+        observed, n_models, information, ppp, flags, ci``, items in dataset order. ``b`` is
+        on the leaderboard's scale (abilities centred to mean zero in every draw). Under
+        ``irt = "1pl"`` the ``a`` columns are exactly 1; in Bradley-Terry runs ``a``, ``b``
+        and ``information`` are NaN. With a single draw (MAP) the interval columns and
+        ``ci`` are NaN (also under 1pl). ``observed`` is the static accuracy or the
+        prompt's mean normalised reward. ``information`` is the posterior mean of ``a^2 p
+        (1 - p)`` at the median ability of each draw. ``ppp`` is the item-fit posterior
+        predictive p-value (static: mid-p of the deviance across models; arena: Pearson
+        discrepancy of the cells), small when the item is fitted worse than replicated data
+        would be. ``flags`` joins ``no_signal``, ``low_discrimination`` and ``misfit`` with
+        ``;`` (see ``docs/outputs.md`` for the thresholds). Read the column as
+        ``table["flags"]`` (``table.flags`` is a pandas attribute). ``attrs`` holds
+        ``arena_dispersion`` and ``arena_item_overdispersion`` (NaN without arena data).
 
     Examples
     --------
     >>> items = item_table(result.idata, result.dataset, pairs=result.pairs)  # doctest: +SKIP
-    >>> items[items.flags.str.contains("misfit")]  # doctest: +SKIP
+    >>> items[items["flags"].str.contains("misfit")]  # doctest: +SKIP
     """
     rng = np.random.default_rng(seed)
     fit = _resolve(idata, dataset, pairs, bb_ratio, tie_ratio)
@@ -741,12 +769,13 @@ def item_table(
 
     draws = _select_draws(n, max_draws, rng)
     ppp = nan_q.copy()
+    phi = rho = float("nan")
     if fit.use_static:
         rep = _static_replicates(fit, _replicate_index(draws), rng)
         ppp = np.where(np.isnan(rep.item_ppp), ppp, rep.item_ppp)
     if fit.arena is not None:
         parts, phi = _all_cells(fit, draws, dispersion)
-        arena_ppp = _arena_item_ppp(fit, draws, parts["arena"], phi)
+        arena_ppp, rho = _arena_item_ppp(fit, draws, parts["arena"], phi)
         arena = ds.item_kind == "arena"
         ppp[arena] = arena_ppp[arena]
 
@@ -774,7 +803,7 @@ def item_table(
         np.where(misfit, "misfit;", ""),
     )
     flags = np.char.rstrip(flags, ";").astype(object)
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "item": ds.items,
             "kind": ds.item_kind,
@@ -794,6 +823,8 @@ def item_table(
             "ci": ci if n > 1 else np.nan,
         }
     )
+    table.attrs.update(arena_dispersion=phi, arena_item_overdispersion=rho)
+    return table
 
 
 def _no_signal(fit: _Fit) -> np.ndarray:

@@ -30,6 +30,7 @@ import numpy as np
 from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.inputs import ModelInputs
 
+MAX_DENSE_MODELS = 100
 _LOG_2PI = float(jnp.log(2 * jnp.pi))
 
 
@@ -130,8 +131,13 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
 
     NUTS adapts a dense mass matrix over this block only, which is cheap (a few dozen
     dimensions) and removes most of the correlation a diagonal mass matrix cannot follow.
+    With more than ``MAX_DENSE_MODELS`` models the ability contrasts stay diagonal: the
+    prior then pins the scale tightly, and a dense estimate of that many dimensions from
+    warm-up draws would be noise.
     """
-    names = ["theta_mean", "theta_contrast"]
+    names = ["theta_mean"]
+    if inputs.n_models <= MAX_DENSE_MODELS:
+        names.append("theta_contrast")
     if config.mode != "bt":
         if config.item_prior == "hierarchical":
             names += ["mu_b", "sigma_b"]

@@ -15,6 +15,7 @@ import io
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter
@@ -33,9 +34,16 @@ LABEL_CHARS = 42
 
 
 def short(label, n: int = LABEL_CHARS) -> str:
-    """``label`` as text of at most ``n`` characters (an ellipsis marks a cut)."""
+    """``label`` as text of at most ``n`` characters, cut in the middle.
+
+    Long model names often share a prefix (an organisation, a family) and differ in
+    their ending (size, version, suffix), so both ends are kept around an ellipsis.
+    """
     text = str(label)
-    return text if len(text) <= n else text[: n - 1] + "\u2026"
+    if len(text) <= n:
+        return text
+    head = (n - 1) - (n - 1) // 2
+    return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
 
 
 def to_png(fig: Figure, *, dpi: int = 110) -> bytes:
@@ -133,12 +141,13 @@ def rank_heatmap(probs: pd.DataFrame) -> Figure:
     matplotlib.figure.Figure
     """
     n, k = probs.shape
-    width = min(16.0, max(6.5, 3.2 + 0.24 * k))
+    width = min(11.0, max(6.5, 3.2 + 0.24 * k))
     fig = _figure(width, _row_height(n, base=1.6))
     ax = fig.add_subplot()
     values = probs.to_numpy(float)
-    image = ax.imshow(values, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto",
-                      interpolation="nearest")
+    # a square-root colour scale keeps the small probabilities of a long list visible
+    image = ax.imshow(values, cmap="Blues", norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
+                      aspect="auto", interpolation="nearest")
     size = _label_size(max(n, k))
     ax.set_yticks(np.arange(n), [short(m) for m in probs.index], fontsize=size)
     step = 1 if k <= 30 else 5 if k <= 150 else 10
@@ -151,14 +160,15 @@ def rank_heatmap(probs: pd.DataFrame) -> Figure:
         for (i, j), v in np.ndenumerate(values):
             if v >= 0.005:
                 ax.text(j, i, f"{v:.2f}".lstrip("0"), ha="center", va="center", fontsize=7,
-                        color="white" if v > 0.55 else "#1a1a1a")
+                        color="white" if v > 0.35 else "#1a1a1a")
     ax.set_xticks(np.arange(-0.5, k), minor=True)
     ax.set_yticks(np.arange(-0.5, n), minor=True)
     ax.grid(which="minor", color="white", lw=0.6 if max(n, k) <= 40 else 0.2)
     ax.tick_params(which="minor", length=0)
     bar = fig.colorbar(image, ax=ax, shrink=min(1.0, 6.0 / max(fig.get_figheight(), 1)),
                        pad=0.02)
-    bar.set_label("posterior probability of the rank")
+    bar.set_label("posterior probability of the rank (square-root scale)")
+    bar.set_ticks([0.0, 0.05, 0.2, 0.5, 1.0])
     return fig
 
 
@@ -204,7 +214,7 @@ def wright_map(
     if has_interval:
         ax.hlines(y, lo, hi, color=POINT, lw=1.4)
     ax.plot(mean, y, "o", color=POINT, ms=4)
-    ax.set_yticks(y, [short(m, 32) for m in models["model"]], fontsize=_label_size(n) - 1)
+    ax.set_yticks(y, [short(m, 32) for m in models["model"]], fontsize=_label_size(n) - 0.5)
     ax.set_ylim(-0.7, n - 0.3)
     what = f"mean and {ci:.0%} interval" if has_interval and ci is not None else "point estimate"
     ax.set_title(f"Wright map: models ({what}) against item difficulties", loc="left",
@@ -229,11 +239,14 @@ def wright_map(
         g_ax.axvspan(np.nanmin(mean), np.nanmax(mean), color=BAND, zorder=0, lw=0)
         g_ax.hist(sub["b_mean"].to_numpy(float), bins=edges, color=colour, alpha=0.85,
                   edgecolor="white", lw=0.4, zorder=2)
+        top_y = 1.3 * g_ax.get_ylim()[1]  # headroom for the group's label
+        bottom = 0.0
         if len(sub) <= 300:
-            top_y = g_ax.get_ylim()[1]
             g_ax.plot(sub["b_mean"], np.full(len(sub), -0.06 * top_y), "|", color=colour,
                       ms=6, alpha=0.7, clip_on=False)
-            g_ax.set_ylim(-0.12 * top_y, top_y)
+            bottom = -0.12 * top_y
+        g_ax.set_ylim(bottom, top_y)
+        g_ax.yaxis.get_major_locator().set_params(integer=True, nbins=3)
         g_ax.text(0.005, 0.93, f"{short(group, 60)}  ({len(sub)} items)",
                   transform=g_ax.transAxes, va="top", ha="left", fontsize=8.5,
                   bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
@@ -586,8 +599,10 @@ def loss_trace(trace) -> Figure:
     fig = _figure(7.0, 3.2)
     ax = fig.add_subplot()
     ax.plot(data[:, 0], data[:, 1], color=POINT, lw=1.2)
-    if len(data) and np.all(data[:, 1] > 0):
+    if len(data) and np.all(data[:, 1] > 0) and data[:, 1].max() / data[:, 1].min() > 10:
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel("step")
     ax.set_ylabel("loss (negative ELBO)")
     ax.grid(color="#ececec", lw=0.6)

@@ -62,7 +62,7 @@ CSS = """
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
 margin:0;color:#1d232b;background:#eef1f4;line-height:1.45}
-main{max-width:1200px;margin:0 auto;padding:20px 36px 64px;background:#fff;min-height:100vh}
+main{max-width:1280px;margin:0 auto;padding:20px 36px 64px;background:#fff;min-height:100vh}
 h1{font-size:1.7em;margin:8px 0 4px}
 h2{font-size:1.3em;border-bottom:2px solid #e1e6ec;padding-bottom:4px;margin:2.2em 0 .6em}
 p{margin:.5em 0;max-width:60em}
@@ -80,11 +80,14 @@ nav.toc a{color:#2b5c8f;text-decoration:none;white-space:nowrap}
 .note{color:#56606b;font-style:italic}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.84em;margin:8px 0 4px}
-th,td{padding:3px 9px;border-bottom:1px solid #e6e9ed;text-align:right;vertical-align:top;
+th,td{padding:3px 7px;border-bottom:1px solid #e6e9ed;text-align:right;vertical-align:top;
 font-variant-numeric:tabular-nums}
 th{background:#f1f4f7;position:sticky;top:0;font-weight:600}
+th,td{white-space:nowrap}
 th.text,td.text{text-align:left}
-td.name{text-align:left;max-width:24em;overflow-wrap:anywhere;font-weight:500}
+td.name{text-align:left;white-space:normal;min-width:12em;max-width:34em;
+overflow-wrap:anywhere;font-weight:500}
+td.wrap{white-space:normal;text-align:left;min-width:20em}
 tr.tier-b td{background:#f5f7fa}
 tr.tier-start td{border-top:2px solid #8d9aa8}
 td.tie{color:#8a6d00;font-weight:700;text-align:center}
@@ -113,13 +116,15 @@ def dataset_from_idata(idata, *, reward_norm: str | None = None) -> Dataset:
         As written by :func:`bayes_dualeval.posterior.to_inference_data`.
     reward_norm : {"source", "global"}, optional
         The run's normalisation (``diagnostics["data"]["reward_norm"]``). When None, the
-        one that reproduces the stored ``arena_z`` is used.
+        one that reproduces the stored ``arena_z`` is used (``source`` when both do, as
+        with a single arena source).
 
     Returns
     -------
     Dataset
         Same models, items (in the same order), labels and normalised rewards; the skip
-        counts and file list of the original load are not recorded and are empty.
+        counts and file list of the original load are not recorded and are empty. Should
+        no normalisation reproduce the stored ``arena_z``, the stored values are used.
 
     Raises
     ------
@@ -156,11 +161,14 @@ def dataset_from_idata(idata, *, reward_norm: str | None = None) -> Dataset:
     arena = table("arena", "arena_reward", "reward")
     stored_z = np.asarray(obs["arena_z"].values, float) if arena is not None else None
     candidates = [reward_norm] if reward_norm else ["source", "global"]
-    ds = None
     for norm in candidates:
         ds = Dataset.from_tables(static, arena, reward_norm=norm)
         if stored_z is None or np.allclose(ds.arena_z, stored_z, rtol=1e-9, atol=1e-9):
-            break
+            return ds
+    # not reproducible (an older run, or rewards edited since): keep the z the model saw
+    z = np.array(stored_z, dtype=np.float64)
+    z.setflags(write=False)
+    object.__setattr__(ds, "arena_z", z)
     return ds
 
 
@@ -169,7 +177,7 @@ def dataset_from_idata(idata, *, reward_norm: str | None = None) -> Dataset:
 
 def _md(text) -> str:
     """Text for Markdown: HTML-escaped, with Markdown's special characters escaped."""
-    return re.sub(r"([\\`*_\[\]|#~])", r"\\\1", html.escape(str(text)))
+    return re.sub(r"([\\`*_\[\]|#~])", r"\\\1", html.escape(str(text), quote=False))
 
 
 def _num(x, spec: str = ".2f") -> str:
@@ -411,7 +419,7 @@ def _leaderboard(doc: _Doc, run: _Run) -> None:
             f"{r}" for r in t["rank"]
         ],
         "": [
-            "=" if k and not point and t["tier"].iloc[k] == t["tier"].iloc[k - 1] else ""
+            "=" if k and t["tier"].iloc[k] == t["tier"].iloc[k - 1] else ""
             for k in range(len(t))
         ],
         "model": list(t["model"]),
@@ -422,7 +430,6 @@ def _leaderboard(doc: _Doc, run: _Run) -> None:
             f"[{_num(lo)}, {_num(hi)}]" for lo, hi in zip(t["theta_lo"], t["theta_hi"],
                                                            strict=True)
         ]
-        rows["sd"] = [_num(x) for x in t["theta_sd"]]
         rows["rank range"] = [
             _rank_range(lo, hi)
             for lo, hi in zip(t["rank_lo"], t["rank_hi"], strict=True)
@@ -434,6 +441,8 @@ def _leaderboard(doc: _Doc, run: _Run) -> None:
     rows["mean reward z"] = [_num(x) for x in t["mean_reward_z"]]
     rows["n static"] = [str(int(x)) for x in t["n_static"]]
     rows["n arena"] = [str(int(x)) for x in t["n_arena"]]
+    if point:
+        del rows[""]  # no tiers without intervals
     frame = pd.DataFrame(rows)
     tiers = t["tier"].to_numpy()
     order = {tier: k for k, tier in enumerate(pd.unique(tiers))}
@@ -924,7 +933,9 @@ def _kv_table(doc: _Doc, facts: dict, bad=None) -> None:
     frame = pd.DataFrame({"": list(facts), " ": [str(v) for v in facts.values()]})
 
     def cell_class(k, col):
-        return "bad" if bad and col == " " and frame[""].iloc[k] == bad else ""
+        if col != " ":
+            return ""
+        return "wrap bad" if bad and frame[""].iloc[k] == bad else "wrap"
 
     doc.table(frame, text=("", " "), cell_class=cell_class, header=False)
 

@@ -113,6 +113,9 @@ def test_item_table_columns_and_flags(mixed):
     assert (items["information"] >= 0).all()
     static = items["kind"] == "static"
     assert items.loc[static, "ppp"].between(0, 1).all()
+    assert items.loc[~static, "ppp"].dropna().between(0, 1).all()
+    assert math.isnan(items.set_index("item").loc[prompt0, "ppp"])  # no decisive pair
+    assert items.attrs["arena_item_overdispersion"] >= 1.0
     allowed = {"", "no_signal", "low_discrimination", "misfit"}
     assert {f for text in items["flags"] for f in text.split(";")} <= allowed
 
@@ -122,6 +125,34 @@ def test_item_table_1pl_has_unit_discrimination(mixed):
     items = item_table(result.idata, result.dataset, pairs=result.pairs)
     assert (items["a_mean"] == 1.0).all()
     assert not items["flags"].str.contains("low_discrimination").any()
+
+
+@pytest.mark.parametrize("mode", ["static", "bt", "reward"])
+def test_other_modes(mode):
+    static, arena, _ = simulate(n_models=5, n_static=15, n_arena=8, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        full = Dataset.from_frames(static, arena)
+    spec = load_spec("dualeval-2pl")
+    config = spec.replace(arena_likelihood="reward") if mode == "reward" else spec.replace(
+        mode=mode
+    )
+    result = fit(full, config, MAP)
+    # the full dataset is restricted to the kinds the run fitted
+    items = item_table(result.idata, full)
+    cells = anomalies(result.idata, full)
+    ppc = posterior_predictive(result.idata, full)
+    kinds = {"static": {"static"}, "bt": {"arena"}, "reward": {"static", "arena"}}[mode]
+    assert set(items["kind"]) == kinds and set(cells["kind"]) == kinds
+    assert cells["p_value"].between(0, 1).all() and cells["q_value"].between(0, 1).all()
+    json.dumps(ppc.summary, allow_nan=False)
+    if mode == "bt":
+        assert items[["b_mean", "a_mean", "information"]].isna().all().all()
+    if mode == "reward":
+        arena = cells[cells["kind"] == "arena"]
+        assert len(arena) == len(full.arena_z)  # every reward is a cell
+        assert ppc.summary["arena_statistic"] == "mean_reward_z"
+        assert ppc.calibration_arena["n"].sum() == 0
 
 
 def test_wrong_dataset_is_an_error(mixed):

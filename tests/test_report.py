@@ -42,9 +42,13 @@ pytestmark = pytest.mark.filterwarnings("error::bayes_dualeval.errors.ReportWarn
 
 
 def make_dataset(n_models=6, n_static=30, n_arena=10, *, names=None, seed=1,
-                 reward_norm="source"):
+                 reward_norm="source", arena_sources=1):
     static, arena, _ = simulate(n_models, n_static, n_arena, seed=seed)
     static["source"], arena["source"] = "bench", "arena"
+    if arena_sources > 1:  # prompts split over sources with different reward scales
+        k = arena["item_id"].str[-1].astype(int) % arena_sources
+        arena["source"] = "arena" + k.astype(str)
+        arena["reward"] = arena["reward"] * (1 + k)
     if names is not None:
         mapping = dict(zip(sorted(static["model_label"].unique()), names, strict=True))
         static["model_label"] = static["model_label"].map(mapping)
@@ -327,7 +331,7 @@ def test_many_models_with_long_names(tmp_path):
 
 
 def test_plot_labels_are_shortened():
-    assert plots.short("x" * 100, 10) == "x" * 9 + "\u2026"
+    assert plots.short("a" * 50 + "-v2.1", 11) == "aaaaa\u2026-v2.1"
     assert plots.short("short", 10) == "short"
     table = pd.DataFrame({"model": ["y" * 90, "b"], "theta_mean": [0.5, -0.5],
                           "theta_lo": [np.nan] * 2, "theta_hi": [np.nan] * 2, "tier": [1, 2]})
@@ -342,7 +346,8 @@ def test_plot_labels_are_shortened():
 
 @pytest.mark.parametrize("norm", ["source", "global"])
 def test_dataset_from_idata_rebuilds_the_fitted_data(norm):
-    ds = make_dataset(seed=9, reward_norm=norm)
+    ds = make_dataset(seed=9, reward_norm=norm, arena_sources=2)
+    assert len(ds.groups) == 3
     idata = synthetic_run(ds, draws=4).idata
     for given in (norm, None):
         back = report.dataset_from_idata(idata, reward_norm=given)

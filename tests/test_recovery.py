@@ -1,0 +1,152 @@
+"""Parameter recovery on simulated data with known truth, and a classic MML check.
+
+Sizes are small so the default suite stays fast; ``scripts/coverage_study.py`` runs the
+full interval-coverage study.
+"""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import optimize
+
+from bayes_dualeval.config import load_spec
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.inference import SamplerSettings
+from bayes_dualeval.run import fit
+from bayes_dualeval.simulate import simulate
+
+
+def _dataset(n_models, n_static, n_arena, seed, missing=0.0):
+    static, arena, truth = simulate(n_models, n_static, n_arena, missing=missing, seed=seed)
+    static["source"], arena["source"] = "bench", "arena"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(
+            static=static if n_static else None, arena=arena if n_arena else None
+        )
+    return ds, truth
+
+
+def _posterior(result, name):
+    v = result.idata.posterior[name].values
+    return v.reshape(-1, *v.shape[2:])
+
+
+@pytest.fixture(scope="module")
+def joint_fit():
+    ds, truth = _dataset(10, 120, 60, seed=42, missing=0.1)
+    settings = SamplerSettings(chains=2, warmup=400, draws=400, seed=1)
+    return ds, truth, fit(ds, settings=settings)
+
+
+def test_joint_nuts_recovers_abilities(joint_fit):
+    ds, truth, result = joint_fit
+    theta = _posterior(result, "theta_centred")
+    true = np.array([truth["theta"][m] for m in ds.models])
+    true -= true.mean()
+    assert np.corrcoef(theta.mean(0), true)[0, 1] > 0.95
+    lo, hi = np.quantile(theta, [0.05, 0.95], axis=0)
+    covered = np.mean((true >= lo) & (true <= hi))
+    assert covered >= 0.7  # 10 models: 90% intervals miss at most 3 by chance here
+    assert result.diagnostics["max_rhat"] < 1.05
+
+
+def test_joint_nuts_recovers_static_difficulties(joint_fit):
+    ds, truth, result = joint_fit
+    idx = np.flatnonzero(ds.item_kind == "static")
+    b = _posterior(result, "b")[:, idx] - _posterior(result, "theta").mean(1, keepdims=True)
+    true_theta = np.mean(list(truth["theta"].values()))
+    true_b = np.array([truth["items"][q]["b"] for q in ds.items[idx]]) - true_theta
+    assert np.corrcoef(b.mean(0), true_b)[0, 1] > 0.6  # ~9 binary responses per item
+    lo, hi = np.quantile(b, [0.05, 0.95], axis=0)
+    assert 0.8 <= np.mean((true_b >= lo) & (true_b <= hi)) <= 1.0
+
+
+def test_same_seed_gives_identical_draws():
+    ds, _ = _dataset(5, 20, 10, seed=3)
+    settings = SamplerSettings(chains=2, warmup=60, draws=40, seed=9)
+    a = fit(ds, settings=settings).idata.posterior["theta"].values
+    b = fit(ds, settings=settings).idata.posterior["theta"].values
+    np.testing.assert_array_equal(a, b)
+    c = fit(ds, settings=SamplerSettings(chains=2, warmup=60, draws=40, seed=10))
+    assert not np.array_equal(a, c.idata.posterior["theta"].values)
+
+
+@pytest.mark.parametrize("sampler", ["svi", "map"])
+def test_svi_and_map_order_models_like_the_truth(sampler):
+    ds, truth = _dataset(8, 150, 40, seed=5)
+    result = fit(ds, settings=SamplerSettings(sampler=sampler, draws=200, seed=0))
+    theta = _posterior(result, "theta_centred").mean(0)
+    true = np.array([truth["theta"][m] for m in ds.models])
+    rho = pd.Series(theta).corr(pd.Series(true), method="spearman")
+    assert rho > 0.85
+    assert result.diagnostics["sampler_info"]["converged"]
+    assert result.diagnostics["max_rhat"] is None  # no chains to compare
+
+
+# -- classic calibration: many examinees, few items, against marginal maximum likelihood --
+
+
+def _mml(y: np.ndarray):
+    """2PL marginal ML with theta ~ N(0, 1) by Gauss-Hermite quadrature; (a, b, se_a, se_b)."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(61)
+    weights = weights / weights.sum()
+    n_items = y.shape[1]
+
+    def nll(x):
+        a, b = np.exp(x[:n_items]), x[n_items:]
+        eta = a[None, :] * (nodes[:, None] - b[None, :])  # (K, Q)
+        logp, log1mp = -np.logaddexp(0, -eta), -np.logaddexp(0, eta)
+        ll = y @ logp.T + (1 - y) @ log1mp.T  # (N, K)
+        m = ll.max(axis=1, keepdims=True)
+        return -np.sum(m[:, 0] + np.log(np.exp(ll - m) @ weights))
+
+    x0 = np.zeros(2 * n_items)
+    res = optimize.minimize(nll, x0, method="BFGS")
+    # numerical Hessian of the negative log likelihood in (a, b) coordinates
+    a, b = np.exp(res.x[:n_items]), res.x[n_items:]
+    theta0 = np.r_[a, b]
+
+    def nll_ab(p):
+        return nll(np.r_[np.log(p[:n_items]), p[n_items:]])
+
+    h = 1e-3
+    k = len(theta0)
+    hess = np.zeros((k, k))
+    for i in range(k):
+        for j in range(k):
+            e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
+            hess[i, j] = (
+                nll_ab(theta0 + e_i + e_j) - nll_ab(theta0 + e_i - e_j)
+                - nll_ab(theta0 - e_i + e_j) + nll_ab(theta0 - e_i - e_j)
+            ) / (4 * h * h)
+    se = np.sqrt(np.diag(np.linalg.inv(hess)))
+    return a, b, se[:n_items], se[n_items:]
+
+
+def test_independent_prior_matches_marginal_maximum_likelihood():
+    rng = np.random.default_rng(2024)
+    n, a_true, b_true = 1000, np.array([0.8, 1.2, 1.5, 1.0, 2.0]), np.array([-1.0, -0.3, 0.0, 0.6, 1.2])
+    theta = rng.normal(size=n)
+    y = (rng.random((n, 5)) < 1 / (1 + np.exp(-a_true * (theta[:, None] - b_true)))).astype(int)
+    frame = pd.DataFrame(
+        {
+            "model_label": np.repeat([f"examinee{i:04d}" for i in range(n)], 5),
+            "dataset": "quiz",
+            "sample_index": np.tile(np.arange(5), n),
+            "correct": y.ravel(),
+        }
+    )
+    ds = Dataset.from_frames(static=frame, source="calib")
+    result = fit(ds, load_spec("calibration-2pl"),
+                 SamplerSettings(chains=2, warmup=500, draws=500, seed=4))
+    a_post = _posterior(result, "a").mean(0)
+    b_post = _posterior(result, "b").mean(0)
+    a_mml, b_mml, se_a, se_b = _mml(y)
+    order = [int(q.rsplit("_", 1)[1]) for q in ds.items]  # item ids are calib::quiz_<k>
+    a_mml, b_mml, se_a, se_b = a_mml[order], b_mml[order], se_a[order], se_b[order]
+    # within half a standard error of the MML estimate, item by item
+    assert np.all(np.abs(a_post - a_mml) < 0.5 * se_a), (a_post, a_mml, se_a)
+    assert np.all(np.abs(b_post - b_mml) < 0.5 * se_b), (b_post, b_mml, se_b)
