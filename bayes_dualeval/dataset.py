@@ -137,7 +137,9 @@ class Dataset:
         counts = arena.groupby("item", sort=False)["model"].transform("size")
         lonely = counts < 2
         if lonely.any():
-            skipped["arena prompt answered by one model"] += int(arena.loc[lonely, "item"].nunique())
+            skipped["arena prompt answered by one model"] += int(
+                arena.loc[lonely, "item"].nunique()
+            )
             arena = arena.loc[~lonely]
         clash = set(static["item"]) & set(arena["item"])
         if clash:
@@ -438,7 +440,7 @@ class Dataset:
             f"{d['static_labels']} static labels, {d['arena_rewards']} arena rewards"
             + (f" (z-normalised per {self.reward_norm})" if d["arena_rewards"] else ""),
         ]
-        for name, g in d["groups"].items():
+        for g in d["groups"].values():
             lines.append(
                 f"  {g['kind']:<6} source {g['source']!r}: {g['items']} items, "
                 f"{g['cells']} cells, coverage {100 * g['coverage']:.0f}%"
@@ -446,9 +448,7 @@ class Dataset:
         if d["domains"]:
             lines.append("domains: " + ", ".join(d["domains"]))
         if d["skipped"]:
-            lines.append(
-                "skipped: " + ", ".join(f"{n} {why}" for why, n in d["skipped"].items())
-            )
+            lines.append("skipped: " + ", ".join(f"{n} {why}" for why, n in d["skipped"].items()))
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -88,8 +88,9 @@ def convergence(idata, sampler: str) -> dict:
         worst.append({"parameter": k, "rhat": round(v, 4), "ess_bulk": round(ess_bulk[k], 1)})
     for v, k in bad_ess[:5]:
         if all(w["parameter"] != k for w in worst):
-            worst.append({"parameter": k, "rhat": round(rhat.get(k, np.nan), 4),
-                          "ess_bulk": round(v, 1)})
+            worst.append(
+                {"parameter": k, "rhat": round(rhat.get(k, np.nan), 4), "ess_bulk": round(v, 1)}
+            )
     out["worst"] = worst
     problems = []
     if n_chain < 2:

@@ -79,7 +79,9 @@ class SamplerSettings:
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
-            raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}; got {self.sampler!r}")
+            raise ConfigError(
+                f"sampler must be one of {', '.join(SAMPLERS)}; got {self.sampler!r}"
+            )
         if self.guide not in GUIDES:
             raise ConfigError(f"guide must be one of {', '.join(GUIDES)}; got {self.guide!r}")
         for name in ("chains", "draws", "svi_steps", "map_steps", "max_tree_depth"):
@@ -221,7 +223,9 @@ def reusable_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSet
     from numpyro.infer.util import constrain_fn, potential_energy
 
     proto = initialize_model(
-        jax.random.PRNGKey(0), dualeval_model, model_args=(inputs, config),
+        jax.random.PRNGKey(0),
+        dualeval_model,
+        model_args=(inputs, config),
         init_strategy=init_to_uniform(radius=0.5),
     ).param_info.z
     init_kernel, sample_kernel = hmc(
@@ -239,8 +243,13 @@ def reusable_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSet
             lambda x: jax.random.uniform(k_init, jnp.shape(x), minval=-0.5, maxval=0.5), proto
         )
         state = init_kernel(
-            z0, n_warm, dense_mass=dense, target_accept_prob=settings.target_accept,
-            max_tree_depth=settings.max_tree_depth, model_args=(data,), rng_key=k_run,
+            z0,
+            n_warm,
+            dense_mass=dense,
+            target_accept_prob=settings.target_accept,
+            max_tree_depth=settings.max_tree_depth,
+            model_args=(data,),
+            rng_key=k_run,
         )
 
         def step(state, _):
@@ -250,7 +259,9 @@ def reusable_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSet
         state, _ = jax.lax.scan(step, state, None, length=n_warm)
         _, (zs, div) = jax.lax.scan(step, state, None, length=n_draw)
         values = jax.vmap(
-            lambda z: constrain_fn(dualeval_model, (data, config), {}, z, return_deterministic=True)
+            lambda z: constrain_fn(
+                dualeval_model, (data, config), {}, z, return_deterministic=True
+            )
         )(zs)
         return values, div
 
@@ -297,9 +308,7 @@ def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings
         "acceptance_rate": extra["accept_prob"],
         "energy": extra["energy"],
         "lp": -extra["potential_energy"],
-        "step_size": np.broadcast_to(
-            np.reshape(step_size, (-1, 1)), n_steps.shape
-        ).copy(),
+        "step_size": np.broadcast_to(np.reshape(step_size, (-1, 1)), n_steps.shape).copy(),
     }
     return Draws(samples=samples, stats=stats, timings=timings, info={"chain_method": method})
 
@@ -371,7 +380,10 @@ def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
     window = 250
     with _timed(timings):
         info = initialize_model(
-            key, dualeval_model, model_args=(inputs, config), init_strategy=init_to_uniform(radius=0.5)
+            key,
+            dualeval_model,
+            model_args=(inputs, config),
+            init_strategy=init_to_uniform(radius=0.5),
         )
         x0, unravel = jax.flatten_util.ravel_pytree(info.param_info.z)
         value_and_grad = jax.value_and_grad(lambda x: info.potential_fn(unravel(x)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,8 +37,9 @@ _ARENA_ONLY = {"item_id", "reward"}
 DOMAIN_FIELDS = ("domain", "category")
 SUFFIXES = (".jsonl", ".csv")
 
-_TRUE = {"1", "true"}
-_FALSE = {"0", "false"}
+_TRUE = {"1", "1.0", "true"}
+_FALSE = {"0", "0.0", "false"}
+_INTEGER = re.compile(r"[+-]?\d+(\.0*)?")  # "7" or "7.0" (pandas writes NaN-holed ints so)
 
 
 @dataclass
@@ -148,11 +150,8 @@ def _index(value) -> int:
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value.strip().split(".")[0])
     raise ValueError(f"sample_index must be an integer, got {value!r}")
 
 
@@ -200,7 +199,9 @@ def _rows(path: Path):
                 except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge ints
                     raise InputError(f"{path}:{n}: malformed JSON ({exc})") from None
                 if not isinstance(row, dict):
-                    raise InputError(f"{path}:{n}: expected a JSON object, got {line.strip()[:60]}")
+                    raise InputError(
+                        f"{path}:{n}: expected a JSON object, got {line.strip()[:60]}"
+                    )
                 yield n, row
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from None

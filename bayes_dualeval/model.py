@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
-import numpy as np
 
 from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.inputs import ModelInputs
@@ -126,8 +126,9 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean):
 
 
 def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
-    """Names of the low-dimensional sites that share the model's weakly identified
-    directions (the latent scale: abilities against item locations and discriminations).
+    """Names of the low-dimensional sites that carry the weakly identified directions.
+
+    These are the latent scale: abilities against item locations and discriminations.
 
     NUTS adapts a dense mass matrix over this block only, which is cheap (a few dozen
     dimensions) and removes most of the correlation a diagonal mass matrix cannot follow.

@@ -107,9 +107,9 @@ def forest(table: pd.DataFrame, *, ci: float | None = None) -> Figure:
     y = np.arange(n)[::-1].astype(float)
     mean = table["theta_mean"].to_numpy(float)
     lo, hi = table["theta_lo"].to_numpy(float), table["theta_hi"].to_numpy(float)
-    _tier_bands(ax, y, table["tier"].to_numpy())
     has_interval = _finite(lo) and _finite(hi) and n > 0
-    if has_interval:
+    if has_interval:  # tiers need intervals (a point estimate makes every model its own)
+        _tier_bands(ax, y, table["tier"].to_numpy())
         ax.hlines(y, lo, hi, color=POINT, lw=1.6, zorder=2)
     ax.plot(mean, y, "o", color=POINT, ms=5, zorder=3)
     ax.axvline(0.0, color="#999999", lw=0.8, ls=":", zorder=1)

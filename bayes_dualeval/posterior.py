@@ -186,7 +186,10 @@ def to_inference_data(
             loglik["static"] = (("chain", "draw", "static_cell"), ll["static"].astype(np.float32))
     if "arena" in ll:
         prompts = dataset.arena_items
-        loglik["arena"] = (("chain", "draw", "prompt"), ll["arena"][..., prompts].astype(np.float32))
+        loglik["arena"] = (
+            ("chain", "draw", "prompt"),
+            ll["arena"][..., prompts].astype(np.float32),
+        )
         ll_coords["prompt"] = dataset.items[prompts]
     if loglik:
         groups["log_likelihood"] = xr.Dataset(loglik, coords=ll_coords)

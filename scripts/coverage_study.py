@@ -211,9 +211,11 @@ def main(argv=None) -> int:
     for p in procs:
         p.join()
     rows = summarise(results)
-    print(f"\n{args.reps} datasets per scenario ({SIZES}), NUTS {args.chains}x"
-          f"({args.warmup}+{args.draws}); {time.time() - start:.0f}s in all\n")
-    print(f"| scenario | quantity | 50% | 90% | n (90%) |")
+    print(
+        f"\n{args.reps} datasets per scenario ({SIZES}), NUTS {args.chains}x"
+        f"({args.warmup}+{args.draws}); {time.time() - start:.0f}s in all\n"
+    )
+    print("| scenario | quantity | 50% | 90% | n (90%) |")
     print("|---|---|---|---|---|")
     table = defaultdict(dict)
     for row in rows:
@@ -231,8 +233,18 @@ def main(argv=None) -> int:
     print("\ndivergent transitions per scenario:", dict(divergences))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"rows": rows, "divergences": divergences, "sizes": SIZES,
-                       "settings": settings, "reps": args.reps}, fh, indent=1, default=float)
+            json.dump(
+                {
+                    "rows": rows,
+                    "divergences": divergences,
+                    "sizes": SIZES,
+                    "settings": settings,
+                    "reps": args.reps,
+                },
+                fh,
+                indent=1,
+                default=float,
+            )
     return 0
 
 

@@ -162,7 +162,9 @@ def test_models_folder_ships_with_the_package():
     assert (models_dir() / "dualeval-2pl.toml").is_file()
 
 
-@pytest.mark.parametrize("irt,prior", itertools.product(["2pl", "1pl"], ["hierarchical", "independent"]))
+@pytest.mark.parametrize(
+    "irt,prior", itertools.product(["2pl", "1pl"], ["hierarchical", "independent"])
+)
 def test_model_is_finite_at_prior_draws(irt, prior):
     ds = small_dataset()
     config = ModelConfig(irt=irt, item_prior=prior)

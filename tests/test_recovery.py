@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import optimize
 
 from bayes_dualeval.config import load_spec
 from bayes_dualeval.dataset import Dataset
 from bayes_dualeval.inference import SamplerSettings
+from bayes_dualeval.reference import mml_2pl
 from bayes_dualeval.run import fit
 from bayes_dualeval.simulate import simulate
 
@@ -89,62 +89,35 @@ def test_svi_and_map_order_models_like_the_truth(sampler):
 # -- classic calibration: many examinees, few items, against marginal maximum likelihood --
 
 
-def _mml(y: np.ndarray):
-    """2PL marginal ML with theta ~ N(0, 1) by Gauss-Hermite quadrature; (a, b, se_a, se_b)."""
-    nodes, weights = np.polynomial.hermite_e.hermegauss(61)
-    weights = weights / weights.sum()
-    n_items = y.shape[1]
+A_TRUE = np.array([0.8, 1.2, 1.5, 1.0, 2.0])
+B_TRUE = np.array([-1.0, -0.3, 0.0, 0.6, 1.2])
 
-    def nll(x):
-        a, b = np.exp(x[:n_items]), x[n_items:]
-        eta = a[None, :] * (nodes[:, None] - b[None, :])  # (K, Q)
-        logp, log1mp = -np.logaddexp(0, -eta), -np.logaddexp(0, eta)
-        ll = y @ logp.T + (1 - y) @ log1mp.T  # (N, K)
-        m = ll.max(axis=1, keepdims=True)
-        return -np.sum(m[:, 0] + np.log(np.exp(ll - m) @ weights))
 
-    x0 = np.zeros(2 * n_items)
-    res = optimize.minimize(nll, x0, method="BFGS")
-    # numerical Hessian of the negative log likelihood in (a, b) coordinates
-    a, b = np.exp(res.x[:n_items]), res.x[n_items:]
-    theta0 = np.r_[a, b]
-
-    def nll_ab(p):
-        return nll(np.r_[np.log(p[:n_items]), p[n_items:]])
-
-    h = 1e-3
-    k = len(theta0)
-    hess = np.zeros((k, k))
-    for i in range(k):
-        for j in range(k):
-            e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
-            hess[i, j] = (
-                nll_ab(theta0 + e_i + e_j) - nll_ab(theta0 + e_i - e_j)
-                - nll_ab(theta0 - e_i + e_j) + nll_ab(theta0 - e_i - e_j)
-            ) / (4 * h * h)
-    se = np.sqrt(np.diag(np.linalg.inv(hess)))
-    return a, b, se[:n_items], se[n_items:]
+def calibration_data(rng, n=1000):
+    """A thousand examinees (the "models") answering the same five items."""
+    theta = rng.normal(size=n)
+    p = 1 / (1 + np.exp(-A_TRUE * (theta[:, None] - B_TRUE)))
+    y = (rng.random((n, len(A_TRUE))) < p).astype(int)
+    frame = pd.DataFrame(
+        {
+            "model_label": np.repeat([f"examinee{i:04d}" for i in range(n)], len(A_TRUE)),
+            "dataset": "quiz",
+            "sample_index": np.tile(np.arange(len(A_TRUE)), n),
+            "correct": y.ravel(),
+        }
+    )
+    return y, Dataset.from_frames(static=frame, source="calib")
 
 
 def test_independent_prior_matches_marginal_maximum_likelihood():
     rng = np.random.default_rng(2024)
-    n, a_true, b_true = 1000, np.array([0.8, 1.2, 1.5, 1.0, 2.0]), np.array([-1.0, -0.3, 0.0, 0.6, 1.2])
-    theta = rng.normal(size=n)
-    y = (rng.random((n, 5)) < 1 / (1 + np.exp(-a_true * (theta[:, None] - b_true)))).astype(int)
-    frame = pd.DataFrame(
-        {
-            "model_label": np.repeat([f"examinee{i:04d}" for i in range(n)], 5),
-            "dataset": "quiz",
-            "sample_index": np.tile(np.arange(5), n),
-            "correct": y.ravel(),
-        }
+    y, ds = calibration_data(rng)
+    result = fit(
+        ds, load_spec("calibration-2pl"), SamplerSettings(chains=2, warmup=500, draws=500, seed=4)
     )
-    ds = Dataset.from_frames(static=frame, source="calib")
-    result = fit(ds, load_spec("calibration-2pl"),
-                 SamplerSettings(chains=2, warmup=500, draws=500, seed=4))
     a_post = _posterior(result, "a").mean(0)
     b_post = _posterior(result, "b").mean(0)
-    a_mml, b_mml, se_a, se_b = _mml(y)
+    a_mml, b_mml, se_a, se_b = mml_2pl(y)
     order = [int(q.rsplit("_", 1)[1]) for q in ds.items]  # item ids are calib::quiz_<k>
     a_mml, b_mml, se_a, se_b = a_mml[order], b_mml[order], se_a[order], se_b[order]
     # within half a standard error of the MML estimate, item by item
