@@ -30,7 +30,8 @@ def _clean_errors(func):
             except DualEvalError as exc:
                 raise click.ClickException(str(exc)) from None
             except OSError as exc:
-                raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+                text = f"{exc.filename or ''}: {exc.strerror or exc}"
+                raise click.ClickException(text) from None
             finally:
                 _show_warnings(caught)
 
@@ -146,11 +147,14 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
 @cli.command(context_settings=CONTEXT)
 @_paths
 @click.option("--sampler", type=click.Choice(["nuts", "svi", "map"]), default="nuts",
-              show_default=True, help="Full posterior (nuts), variational (svi) or point fit (map).")
+              show_default=True,
+              help="Full posterior (nuts), variational (svi) or point fit (map).")
 @click.option("--model", "model_name", default="dualeval-2pl", show_default=True,
-              help="Named specification from models/ (see `bayes-dualeval models`) or a .toml path.")
+              help="Named specification from models/ (see `bayes-dualeval models`) or a "
+                   ".toml path.")
 @click.option("--mode", type=click.Choice(["both", "static", "arena", "bt"]), default=None,
-              help="Data that enter: joint, static only, arena only, or Bradley-Terry.  [spec: both]")
+              help="Data that enter: joint, static only, arena only, or Bradley-Terry.  "
+                   "[spec: both]")
 @click.option("--irt", type=click.Choice(["2pl", "1pl"]), default=None,
               help="2PL, or Rasch (a_q = 1).  [spec: 2pl]")
 @click.option("--item-prior", type=click.Choice(["hierarchical", "independent"]), default=None,
@@ -200,12 +204,13 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
 @_clean_errors
 def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lambda_static,
         lambda_arena, lambda_bb, bb_ratio, tie_ratio, theta_scale, gamma_scale, b_scale,
-        loga_scale, chains, warmup, draws, seed, target_accept, max_tree_depth, guide, svi_steps, ci, out,
-        device, no_report, quiet, reward_norm, skip_invalid):
+        loga_scale, chains, warmup, draws, seed, target_accept, max_tree_depth, guide, svi_steps,
+        ci, out, device, no_report, quiet, reward_norm, skip_invalid):
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
     The run folder holds posterior.nc (ArviZ InferenceData), diagnostics.json, the
-    tables (leaderboard.csv, pairwise.csv, items.csv, anomalies.csv) and report.html.
+    tables (leaderboard.csv, pairwise.csv, items.csv, anomalies.csv) and the report
+    (report.html, report.md and figures/; rebuild it with `bayes-dualeval report`).
 
     \b
     Example:
@@ -233,7 +238,8 @@ def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lamb
     )
     settings = SamplerSettings(
         sampler=sampler, chains=chains, warmup=warmup, draws=draws, seed=seed,
-        target_accept=target_accept, max_tree_depth=max_tree_depth, guide=guide, svi_steps=svi_steps,
+        target_accept=target_accept, max_tree_depth=max_tree_depth, guide=guide,
+        svi_steps=svi_steps,
         progress=not quiet,
     )
     run_dir = check_out_dir(out) if out else default_run_dir(sampler)

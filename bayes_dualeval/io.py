@@ -19,8 +19,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-import re
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
