@@ -930,9 +930,9 @@ def calibration_error(table: pd.DataFrame) -> float:
 
 def _misfit_table(cells: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     flagged = cells["q_value"] < FLAG_Q
-    grouped = cells.assign(
-        flagged=flagged, abs_residual=cells["residual"].abs()
-    ).groupby(by, sort=False)
+    grouped = cells.assign(flagged=flagged, abs_residual=cells["residual"].abs()).groupby(
+        by, sort=False
+    )
     table = grouped.agg(
         n_cells=("flagged", "size"),
         n_flagged=("flagged", "sum"),
@@ -970,9 +970,7 @@ def _arena_model_replicates(fit: _Fit, draws: np.ndarray, rng, phi: float):
         for d in _chunks(rep, max(dec.n_pairs, len(dec.observed))):
             e, v = _pair_cell_stats(fit, d)
             mean, var = _group_sum(e, to_model), _group_sum(v, to_model)
-            out[done : done + len(d)] = mean + np.sqrt(phi * var) * rng.standard_normal(
-                mean.shape
-            )
+            out[done : done + len(d)] = mean + np.sqrt(phi * var) * rng.standard_normal(mean.shape)
             done += len(d)
     with np.errstate(invalid="ignore", divide="ignore"):
         return observed / count, out / count, count
@@ -1051,9 +1049,7 @@ def posterior_predictive(
             acc_obs = np.bincount(ds.static_model, weights=ds.static_y, minlength=m) / n_static
             acc_rep = rep.model_correct / n_static
         # accuracies are discrete: an interval end is an attainable value
-        lo, hi = np.quantile(
-            acc_rep, [(1 - ci) / 2, (1 + ci) / 2], axis=0, method="inverted_cdf"
-        )
+        lo, hi = np.quantile(acc_rep, [(1 - ci) / 2, (1 + ci) / 2], axis=0, method="inverted_cdf")
         models.update(
             static_observed=acc_obs,
             static_rep_mean=acc_rep.mean(axis=0),

@@ -85,10 +85,20 @@ def cli():
 @_paths
 @_reward_norm
 @_skip_invalid
-@click.option("--bb-ratio", type=float, default=0.15, show_default=True,
-              help="Quantile of pairwise max(z) at or below which a pair is both-bad (0 = off).")
-@click.option("--tie-ratio", type=float, default=0.10, show_default=True,
-              help="Quantile of pairwise |dz| at or below which a pair is a tie (0 = off).")
+@click.option(
+    "--bb-ratio",
+    type=float,
+    default=0.15,
+    show_default=True,
+    help="Quantile of pairwise max(z) at or below which a pair is both-bad (0 = off).",
+)
+@click.option(
+    "--tie-ratio",
+    type=float,
+    default=0.10,
+    show_default=True,
+    help="Quantile of pairwise |dz| at or below which a pair is a tie (0 = off).",
+)
 @_clean_errors
 def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
     """Load and validate DATA (files or folders) and print a summary, without fitting.
@@ -116,14 +126,20 @@ def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
 @click.option("--static-items", type=click.IntRange(0), default=300, show_default=True)
 @click.option("--arena-prompts", type=click.IntRange(0), default=100, show_default=True)
 @click.option("--domains", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--missing", type=click.FloatRange(0, 1, max_open=True), default=0.0,
-              show_default=True, help="Probability that a (model, item) cell is missing.")
+@click.option(
+    "--missing",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.0,
+    show_default=True,
+    help="Probability that a (model, item) cell is missing.",
+)
 @click.option("--reward-noise", type=click.FloatRange(0), default=0.3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @_clean_errors
-def simulate(out, n_models, static_items, arena_prompts, domains, missing, reward_noise, seed,
-             force):
+def simulate(
+    out, n_models, static_items, arena_prompts, domains, missing, reward_noise, seed, force
+):
     """Write simulated static and arena files with known truth to OUT.
 
     Writes OUT/bench/static.jsonl, OUT/arena/arena.jsonl and OUT/truth.json (true theta per
@@ -137,8 +153,13 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
     from bayes_dualeval import simulate as sim
 
     static, arena, truth = sim.simulate(
-        n_models, static_items, arena_prompts, n_domains=domains, missing=missing,
-        reward_noise=reward_noise, seed=seed,
+        n_models,
+        static_items,
+        arena_prompts,
+        n_domains=domains,
+        missing=missing,
+        reward_noise=reward_noise,
+        seed=seed,
     )
     for path in sim.write(out, static, arena, truth, force=force):
         click.echo(f"wrote {path}")
@@ -146,66 +167,188 @@ def simulate(out, n_models, static_items, arena_prompts, domains, missing, rewar
 
 @cli.command(context_settings=CONTEXT)
 @_paths
-@click.option("--sampler", type=click.Choice(["nuts", "svi", "map"]), default="nuts",
-              show_default=True,
-              help="Full posterior (nuts), variational (svi) or point fit (map).")
-@click.option("--model", "model_name", default="dualeval-2pl", show_default=True,
-              help="Named specification from models/ (see `bayes-dualeval models`) or a "
-                   ".toml path.")
-@click.option("--mode", type=click.Choice(["both", "static", "arena", "bt"]), default=None,
-              help="Data that enter: joint, static only, arena only, or Bradley-Terry.  "
-                   "[spec: both]")
-@click.option("--irt", type=click.Choice(["2pl", "1pl"]), default=None,
-              help="2PL, or Rasch (a_q = 1).  [spec: 2pl]")
-@click.option("--item-prior", type=click.Choice(["hierarchical", "independent"]), default=None,
-              help="Pooled per-source item priors, or fixed weakly-informative ones.")
-@click.option("--arena-likelihood", type=click.Choice(["pairs", "pairs-full", "reward"]),
-              default=None, help="Arena term: weighted pairs (2/n), all pairs, or rewards.")
-@click.option("--lambda-static", type=click.FloatRange(0), default=None,
-              help="Likelihood power of static labels.")
-@click.option("--lambda-arena", type=click.FloatRange(0), default=None,
-              help="Likelihood power of arena pairs.")
-@click.option("--lambda-bb", type=click.FloatRange(0), default=None,
-              help="Weight of the both-bad anchoring term.  [spec: 0.2]")
-@click.option("--bb-ratio", type=click.FloatRange(0, 1, max_open=True), default=None,
-              help="Both-bad quantile (0 = off).  [spec: 0.15]")
-@click.option("--tie-ratio", type=click.FloatRange(0, 1, max_open=True), default=None,
-              help="Tie quantile (0 = off).  [spec: 0.10]")
-@click.option("--theta-scale", type=click.FloatRange(0, min_open=True), default=None,
-              help="Prior sd of abilities.  [spec: 1]")
-@click.option("--gamma-scale", type=click.FloatRange(0, min_open=True), default=None,
-              help="Log-scale sd of gamma's LogNormal prior.  [spec: 0.5]")
-@click.option("--b-scale", type=click.FloatRange(0, min_open=True), default=None,
-              help="Independent prior sd of difficulties.  [spec: 3]")
-@click.option("--loga-scale", type=click.FloatRange(0, min_open=True), default=None,
-              help="Independent prior sd of log discriminations.  [spec: 1]")
+@click.option(
+    "--sampler",
+    type=click.Choice(["nuts", "svi", "map"]),
+    default="nuts",
+    show_default=True,
+    help="Full posterior (nuts), variational (svi) or point fit (map).",
+)
+@click.option(
+    "--model",
+    "model_name",
+    default="dualeval-2pl",
+    show_default=True,
+    help="Named specification from models/ (see `bayes-dualeval models`) or a .toml path.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["both", "static", "arena", "bt"]),
+    default=None,
+    help="Data that enter: joint, static only, arena only, or Bradley-Terry.  [spec: both]",
+)
+@click.option(
+    "--irt",
+    type=click.Choice(["2pl", "1pl"]),
+    default=None,
+    help="2PL, or Rasch (a_q = 1).  [spec: 2pl]",
+)
+@click.option(
+    "--item-prior",
+    type=click.Choice(["hierarchical", "independent"]),
+    default=None,
+    help="Pooled per-source item priors, or fixed weakly-informative ones.",
+)
+@click.option(
+    "--arena-likelihood",
+    type=click.Choice(["pairs", "pairs-full", "reward"]),
+    default=None,
+    help="Arena term: weighted pairs (2/n), all pairs, or rewards.",
+)
+@click.option(
+    "--lambda-static",
+    type=click.FloatRange(0),
+    default=None,
+    help="Likelihood power of static labels.",
+)
+@click.option(
+    "--lambda-arena",
+    type=click.FloatRange(0),
+    default=None,
+    help="Likelihood power of arena pairs.",
+)
+@click.option(
+    "--lambda-bb",
+    type=click.FloatRange(0),
+    default=None,
+    help="Weight of the both-bad anchoring term.  [spec: 0.2]",
+)
+@click.option(
+    "--bb-ratio",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=None,
+    help="Both-bad quantile (0 = off).  [spec: 0.15]",
+)
+@click.option(
+    "--tie-ratio",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=None,
+    help="Tie quantile (0 = off).  [spec: 0.10]",
+)
+@click.option(
+    "--theta-scale",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Prior sd of abilities.  [spec: 1]",
+)
+@click.option(
+    "--gamma-scale",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Log-scale sd of gamma's LogNormal prior.  [spec: 0.5]",
+)
+@click.option(
+    "--b-scale",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Independent prior sd of difficulties.  [spec: 3]",
+)
+@click.option(
+    "--loga-scale",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Independent prior sd of log discriminations.  [spec: 1]",
+)
 @click.option("--chains", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--warmup", type=click.IntRange(0), default=1000, show_default=True)
 @click.option("--draws", type=click.IntRange(1), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--target-accept", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=0.8, show_default=True, help="NUTS target acceptance probability.")
-@click.option("--max-tree-depth", type=click.IntRange(1, 15), default=4, show_default=True,
-              help="NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.")
-@click.option("--guide", type=click.Choice(["normal", "lowrank"]), default="normal",
-              show_default=True, help="SVI autoguide: mean-field or low-rank normal.")
-@click.option("--svi-steps", type=click.IntRange(1), default=20000, show_default=True,
-              help="Most SVI steps (stops earlier when the ELBO settles).")
-@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
-              show_default=True, help="Credible interval level of every table.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="Run folder (must not exist); default a new folder under runs/.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
-              show_default=True, help="Where JAX runs; auto uses a GPU when there is one.")
+@click.option(
+    "--target-accept",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="NUTS target acceptance probability.",
+)
+@click.option(
+    "--max-tree-depth",
+    type=click.IntRange(1, 15),
+    default=4,
+    show_default=True,
+    help="NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.",
+)
+@click.option(
+    "--guide",
+    type=click.Choice(["normal", "lowrank"]),
+    default="normal",
+    show_default=True,
+    help="SVI autoguide: mean-field or low-rank normal.",
+)
+@click.option(
+    "--svi-steps",
+    type=click.IntRange(1),
+    default=20000,
+    show_default=True,
+    help="Most SVI steps (stops earlier when the ELBO settles).",
+)
+@click.option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Credible interval level of every table.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Run folder (must not exist); default a new folder under runs/.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "gpu"]),
+    default="auto",
+    show_default=True,
+    help="Where JAX runs; auto uses a GPU when there is one.",
+)
 @click.option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @_reward_norm
 @_skip_invalid
 @_clean_errors
-def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lambda_static,
-        lambda_arena, lambda_bb, bb_ratio, tie_ratio, theta_scale, gamma_scale, b_scale,
-        loga_scale, chains, warmup, draws, seed, target_accept, max_tree_depth, guide, svi_steps,
-        ci, out, device, no_report, quiet, reward_norm, skip_invalid):
+def fit(
+    data,
+    sampler,
+    model_name,
+    mode,
+    irt,
+    item_prior,
+    arena_likelihood,
+    lambda_static,
+    lambda_arena,
+    lambda_bb,
+    bb_ratio,
+    tie_ratio,
+    theta_scale,
+    gamma_scale,
+    b_scale,
+    loga_scale,
+    chains,
+    warmup,
+    draws,
+    seed,
+    target_accept,
+    max_tree_depth,
+    guide,
+    svi_steps,
+    ci,
+    out,
+    device,
+    no_report,
+    quiet,
+    reward_norm,
+    skip_invalid,
+):
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
     The run folder holds posterior.nc (ArviZ InferenceData), diagnostics.json, the
@@ -231,14 +374,29 @@ def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lamb
     from bayes_dualeval.run import fit as run_fit
 
     config = load_spec(model_name).replace(
-        mode=mode, irt=irt, item_prior=item_prior, arena_likelihood=arena_likelihood,
-        lambda_static=lambda_static, lambda_arena=lambda_arena, lambda_bb=lambda_bb,
-        bb_ratio=bb_ratio, tie_ratio=tie_ratio, theta_scale=theta_scale,
-        gamma_scale=gamma_scale, b_scale=b_scale, loga_scale=loga_scale,
+        mode=mode,
+        irt=irt,
+        item_prior=item_prior,
+        arena_likelihood=arena_likelihood,
+        lambda_static=lambda_static,
+        lambda_arena=lambda_arena,
+        lambda_bb=lambda_bb,
+        bb_ratio=bb_ratio,
+        tie_ratio=tie_ratio,
+        theta_scale=theta_scale,
+        gamma_scale=gamma_scale,
+        b_scale=b_scale,
+        loga_scale=loga_scale,
     )
     settings = SamplerSettings(
-        sampler=sampler, chains=chains, warmup=warmup, draws=draws, seed=seed,
-        target_accept=target_accept, max_tree_depth=max_tree_depth, guide=guide,
+        sampler=sampler,
+        chains=chains,
+        warmup=warmup,
+        draws=draws,
+        seed=seed,
+        target_accept=target_accept,
+        max_tree_depth=max_tree_depth,
+        guide=guide,
         svi_steps=svi_steps,
         progress=not quiet,
     )
@@ -263,14 +421,20 @@ def fit(data, sampler, model_name, mode, irt, item_prior, arena_likelihood, lamb
     if sampler != "nuts" and info.get("converged") is False:
         click.secho(
             f"warning: {sampler} optimisation did not settle within its step limit; "
-            "raise --svi-steps or use --sampler nuts", err=True, fg="red",
+            "raise --svi-steps or use --sampler nuts",
+            err=True,
+            fg="red",
         )
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
-              help="Credible interval level of the tables and report.  [default: the run's]")
+@click.option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Credible interval level of the tables and report.  [default: the run's]",
+)
 @_clean_errors
 def report(run_dir, ci):
     """Rebuild the report and tables of RUN_DIR from its posterior.nc, without refitting.
@@ -295,9 +459,7 @@ def report(run_dir, ci):
 
     idata, diagnostics = load_run(run_dir)
     ci = float(ci if ci is not None else diagnostics.get("ci") or 0.95)
-    dataset = dataset_from_idata(
-        idata, reward_norm=diagnostics.get("data", {}).get("reward_norm")
-    )
+    dataset = dataset_from_idata(idata, reward_norm=diagnostics.get("data", {}).get("reward_norm"))
     ppc, tables = output.rewrite_tables(run_dir, idata, diagnostics, dataset, ci=ci)
     write_diagnostics(run_dir, diagnostics)
     written = write_report(run_dir, idata, diagnostics, dataset, ci=ci, ppc=ppc)

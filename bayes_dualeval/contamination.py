@@ -148,8 +148,9 @@ def contamination_study(
     frame_key = pd.MultiIndex.from_arrays(
         [
             static["model_label"].to_numpy(str),
-            (STATIC_SOURCE + "::" + static["dataset"] + "_" + static["sample_index"].astype(str))
-            .to_numpy(str),
+            (
+                STATIC_SOURCE + "::" + static["dataset"] + "_" + static["sample_index"].astype(str)
+            ).to_numpy(str),
         ]
     )
     positive = pd.Series(injected, index=frame_key).reindex(key).to_numpy(dtype=bool)

@@ -124,8 +124,15 @@ def write_report_safely(run_dir: Path, result: FitResult, *, ci: float, ppc=None
     from bayes_dualeval.report import write_report
 
     try:
-        return write_report(run_dir, result.idata, result.diagnostics, result.dataset, ci=ci,
-                            pairs=result.pairs, ppc=ppc)
+        return write_report(
+            run_dir,
+            result.idata,
+            result.diagnostics,
+            result.dataset,
+            ci=ci,
+            pairs=result.pairs,
+            ppc=ppc,
+        )
     except Exception as exc:  # noqa: BLE001 - the run is safe; the report is optional
         warnings.warn(
             f"the report could not be written ({type(exc).__name__}: {exc}); the run is "
@@ -151,9 +158,8 @@ def format_leaderboard(table: pd.DataFrame, *, ci: float = 0.95, top: int = 30) 
     width = max(8, min(40, int(table["model"].str.len().max())))
     point = table["ci"].isna().all()
     pct = f"{100 * ci:g}%"
-    head = (
-        f"{'rank':>4}  {'model':<{width}}  {'theta':>6}  "
-        + (f"{pct + ' interval':>17}  {'rank range':>10}  {'P(>next)':>8}" if not point else "")
+    head = f"{'rank':>4}  {'model':<{width}}  {'theta':>6}  " + (
+        f"{pct + ' interval':>17}  {'rank range':>10}  {'P(>next)':>8}" if not point else ""
     )
     lines = [head, "-" * len(head)]
     shown = table.head(top)

@@ -43,7 +43,7 @@ def short(label, n: int = LABEL_CHARS) -> str:
     if len(text) <= n:
         return text
     head = (n - 1) - (n - 1) // 2
-    return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
+    return text[:head] + "\u2026" + text[len(text) - (n - 1 - head) :]
 
 
 def to_png(fig: Figure, *, dpi: int = 110) -> bytes:
@@ -146,8 +146,13 @@ def rank_heatmap(probs: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     values = probs.to_numpy(float)
     # a square-root colour scale keeps the small probabilities of a long list visible
-    image = ax.imshow(values, cmap="Blues", norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
-                      aspect="auto", interpolation="nearest")
+    image = ax.imshow(
+        values,
+        cmap="Blues",
+        norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
+        aspect="auto",
+        interpolation="nearest",
+    )
     size = _label_size(max(n, k))
     ax.set_yticks(np.arange(n), [short(m) for m in probs.index], fontsize=size)
     step = 1 if k <= 30 else 5 if k <= 150 else 10
@@ -159,14 +164,20 @@ def rank_heatmap(probs: pd.DataFrame) -> Figure:
     if n <= 20 and k <= 20:
         for (i, j), v in np.ndenumerate(values):
             if v >= 0.005:
-                ax.text(j, i, f"{v:.2f}".lstrip("0"), ha="center", va="center", fontsize=7,
-                        color="white" if v > 0.35 else "#1a1a1a")
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}".lstrip("0"),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if v > 0.35 else "#1a1a1a",
+                )
     ax.set_xticks(np.arange(-0.5, k), minor=True)
     ax.set_yticks(np.arange(-0.5, n), minor=True)
     ax.grid(which="minor", color="white", lw=0.6 if max(n, k) <= 40 else 0.2)
     ax.tick_params(which="minor", length=0)
-    bar = fig.colorbar(image, ax=ax, shrink=min(1.0, 6.0 / max(fig.get_figheight(), 1)),
-                       pad=0.02)
+    bar = fig.colorbar(image, ax=ax, shrink=min(1.0, 6.0 / max(fig.get_figheight(), 1)), pad=0.02)
     bar.set_label("posterior probability of the rank (square-root scale)")
     bar.set_ticks([0.0, 0.05, 0.2, 0.5, 1.0])
     return fig
@@ -217,8 +228,7 @@ def wright_map(
     ax.set_yticks(y, [short(m, 32) for m in models["model"]], fontsize=_label_size(n) - 0.5)
     ax.set_ylim(-0.7, n - 0.3)
     what = f"mean and {ci:.0%} interval" if has_interval and ci is not None else "point estimate"
-    ax.set_title(f"Wright map: models ({what}) against item difficulties", loc="left",
-                 fontsize=11)
+    ax.set_title(f"Wright map: models ({what}) against item difficulties", loc="left", fontsize=11)
     b = items["b_mean"].to_numpy(float)
     values = np.concatenate([mean, b] + ([lo, hi] if has_interval else []))
     values = values[np.isfinite(values)]
@@ -237,19 +247,40 @@ def wright_map(
         kind = str(sub["kind"].iloc[0])
         colour = KIND_COLOURS.get(kind, _group_colour(k))
         g_ax.axvspan(np.nanmin(mean), np.nanmax(mean), color=BAND, zorder=0, lw=0)
-        g_ax.hist(sub["b_mean"].to_numpy(float), bins=edges, color=colour, alpha=0.85,
-                  edgecolor="white", lw=0.4, zorder=2)
+        g_ax.hist(
+            sub["b_mean"].to_numpy(float),
+            bins=edges,
+            color=colour,
+            alpha=0.85,
+            edgecolor="white",
+            lw=0.4,
+            zorder=2,
+        )
         top_y = 1.3 * g_ax.get_ylim()[1]  # headroom for the group's label
         bottom = 0.0
         if len(sub) <= 300:
-            g_ax.plot(sub["b_mean"], np.full(len(sub), -0.06 * top_y), "|", color=colour,
-                      ms=6, alpha=0.7, clip_on=False)
+            g_ax.plot(
+                sub["b_mean"],
+                np.full(len(sub), -0.06 * top_y),
+                "|",
+                color=colour,
+                ms=6,
+                alpha=0.7,
+                clip_on=False,
+            )
             bottom = -0.12 * top_y
         g_ax.set_ylim(bottom, top_y)
         g_ax.yaxis.get_major_locator().set_params(integer=True, nbins=3)
-        g_ax.text(0.005, 0.93, f"{short(group, 60)}  ({len(sub)} items)",
-                  transform=g_ax.transAxes, va="top", ha="left", fontsize=8.5,
-                  bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+        g_ax.text(
+            0.005,
+            0.93,
+            f"{short(group, 60)}  ({len(sub)} items)",
+            transform=g_ax.transAxes,
+            va="top",
+            ha="left",
+            fontsize=8.5,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
+        )
         g_ax.set_ylabel("items", fontsize=8)
         g_ax.tick_params(labelsize=8)
         if k < len(groups) - 1:
@@ -263,7 +294,10 @@ def wright_map(
 
 
 def item_curves(
-    grid: np.ndarray, panels: dict, *, abilities: np.ndarray | None = None,
+    grid: np.ndarray,
+    panels: dict,
+    *,
+    abilities: np.ndarray | None = None,
     ci: float | None = None,
 ) -> Figure:
     """Item characteristic curves: ``P(success)`` against ability, with posterior bands.
@@ -296,21 +330,33 @@ def item_curves(
                 for edge in (curve["lo"], curve["hi"]):
                     ax.plot(grid, edge, color=colour, lw=0.6, alpha=0.5)
         if abilities is not None and len(abilities):
-            ax.plot(abilities, np.full(len(abilities), -0.03), "|", color="#444444", ms=8,
-                    clip_on=False)
+            ax.plot(
+                abilities,
+                np.full(len(abilities), -0.03),
+                "|",
+                color="#444444",
+                ms=8,
+                clip_on=False,
+            )
         ax.set_ylim(-0.05, 1.02)
         ax.set_xlim(grid[0], grid[-1])
         ax.set_title(title, fontsize=10.5, loc="left")
         ax.set_xlabel("ability \u03b8 (centred)")
         ax.grid(color="#ececec", lw=0.6)
-        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
-                  frameon=False)
+        ax.legend(
+            fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False
+        )
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
     axes[0].set_ylabel("P(success) = \u03c3(a(\u03b8 \u2212 b))")
     if ci is not None:
-        fig.suptitle(f"bands: {ci:.0%} posterior intervals; ticks: the models' abilities",
-                     fontsize=8.5, x=0.01, ha="left", color="#555555")
+        fig.suptitle(
+            f"bands: {ci:.0%} posterior intervals; ticks: the models' abilities",
+            fontsize=8.5,
+            x=0.01,
+            ha="left",
+            color="#555555",
+        )
     return fig
 
 
@@ -337,8 +383,16 @@ def difficulty_discrimination(items: pd.DataFrame) -> Figure:
         ax = axes[k]
         sub = items[items["group"] == group]
         colour = _group_colour(k)
-        ax.scatter(sub["b_mean"], sub["a_mean"], s=14, color=colour, alpha=0.8,
-                   edgecolor="white", lw=0.3, zorder=3)
+        ax.scatter(
+            sub["b_mean"],
+            sub["a_mean"],
+            s=14,
+            color=colour,
+            alpha=0.8,
+            edgecolor="white",
+            lw=0.3,
+            zorder=3,
+        )
         ax.set_title(f"{short(group, 40)} ({len(sub)} items)", fontsize=10, loc="left")
         ax.axhline(1.0, color="#999999", lw=0.7, ls=":")
         ax.grid(color="#ececec", lw=0.6)
@@ -352,11 +406,12 @@ def difficulty_discrimination(items: pd.DataFrame) -> Figure:
             ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
             ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
             ax.tick_params(axis="y", which="both", labelsize=8.5)
-    for ax in axes[len(groups):]:
+    for ax in axes[len(groups) :]:
         ax.set_visible(False)
     fig.supxlabel("difficulty b (posterior mean, centred scale)", fontsize=10)
-    fig.supylabel("discrimination a (posterior mean" + (", log scale)" if log else ")"),
-                  fontsize=10)
+    fig.supylabel(
+        "discrimination a (posterior mean" + (", log scale)" if log else ")"), fontsize=10
+    )
     return fig
 
 
@@ -390,8 +445,9 @@ def observed_vs_replicated(panels: list) -> Figure:
     return fig
 
 
-def _observed_vs_replicated(ax, *, table, observed, mean, lo=None, hi=None, label=None,
-                            title="", axis="", annotate=6) -> None:
+def _observed_vs_replicated(
+    ax, *, table, observed, mean, lo=None, hi=None, label=None, title="", axis="", annotate=6
+) -> None:
     obs = table[observed].to_numpy(float)
     rep = table[mean].to_numpy(float)
     ok = np.isfinite(obs) & np.isfinite(rep)
@@ -400,28 +456,54 @@ def _observed_vs_replicated(ax, *, table, observed, mean, lo=None, hi=None, labe
         low, high = table[lo].to_numpy(float), table[hi].to_numpy(float)
         has = np.isfinite(low) & np.isfinite(high) & ok
         if has.any():
-            ax.vlines(obs[has], low[has], high[has], color="#9aa9ba",
-                      lw=1.0 if has.sum() <= 200 else 0.5, zorder=1)
+            ax.vlines(
+                obs[has],
+                low[has],
+                high[has],
+                color="#9aa9ba",
+                lw=1.0 if has.sum() <= 200 else 0.5,
+                zorder=1,
+            )
         outside = has & ((obs < low) | (obs > high))
     if ok.any():
         span = np.concatenate([obs[ok], rep[ok]])
         a, b = span.min(), span.max()
         pad = 0.05 * max(b - a, 1e-6)
-        ax.plot([a - pad, b + pad], [a - pad, b + pad], color="#888888", lw=0.8, ls="--",
-                zorder=0)
+        ax.plot([a - pad, b + pad], [a - pad, b + pad], color="#888888", lw=0.8, ls="--", zorder=0)
     size = 22 if len(table) <= 100 else 9
-    ax.scatter(obs[ok & ~outside], rep[ok & ~outside], s=size, color=POINT, zorder=2,
-               edgecolor="white", lw=0.4)
+    ax.scatter(
+        obs[ok & ~outside],
+        rep[ok & ~outside],
+        s=size,
+        color=POINT,
+        zorder=2,
+        edgecolor="white",
+        lw=0.4,
+    )
     if outside.any():
-        ax.scatter(obs[outside], rep[outside], s=size + 8, color=BAD, zorder=3,
-                   edgecolor="white", lw=0.4, label="observed outside the interval")
+        ax.scatter(
+            obs[outside],
+            rep[outside],
+            s=size + 8,
+            color=BAD,
+            zorder=3,
+            edgecolor="white",
+            lw=0.4,
+            label="observed outside the interval",
+        )
         ax.legend(fontsize=8, loc="upper left", frameon=False)
         if label is not None:
             dist = np.abs(obs - rep)
             worst = np.flatnonzero(outside)[np.argsort(-dist[outside])][:annotate]
             for i in worst:
-                ax.annotate(short(table[label].iloc[i], 28), (obs[i], rep[i]), fontsize=7,
-                            xytext=(5, -3), textcoords="offset points", color=BAD)
+                ax.annotate(
+                    short(table[label].iloc[i], 28),
+                    (obs[i], rep[i]),
+                    fontsize=7,
+                    xytext=(5, -3),
+                    textcoords="offset points",
+                    color=BAD,
+                )
     if not ok.any():
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel(f"observed {axis}")
@@ -458,8 +540,9 @@ def calibration(panels: dict) -> Figure:
         if spec.get("lo") and spec.get("hi"):
             lo, hi = t[spec["lo"]].to_numpy(float), t[spec["hi"]].to_numpy(float)
             if _finite(lo) and _finite(hi):
-                ax.fill_between(x, lo, hi, color="#c9d6e5", lw=0, step=None,
-                                label="replicated interval")
+                ax.fill_between(
+                    x, lo, hi, color="#c9d6e5", lw=0, step=None, label="replicated interval"
+                )
         if spec.get("diagonal", True) and len(x):
             both = np.concatenate([x, y])
             both = both[np.isfinite(both)]
@@ -471,8 +554,9 @@ def calibration(panels: dict) -> Figure:
             n = t[spec["n"]].to_numpy(float)
             sizes = 12 + 60 * np.sqrt(n / max(n.max(), 1))
         ax.plot(x, y, "-", color=POINT, lw=1.2)
-        ax.scatter(x, y, s=sizes, color=POINT, zorder=3, edgecolor="white", lw=0.4,
-                   label="observed")
+        ax.scatter(
+            x, y, s=sizes, color=POINT, zorder=3, edgecolor="white", lw=0.4, label="observed"
+        )
         ax.set_title(title, fontsize=10.5, loc="left")
         ax.set_xlabel(spec.get("xlabel", "predicted"))
         ax.set_ylabel(spec.get("ylabel", "observed"))
@@ -510,8 +594,15 @@ def rhat_ess(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 40
         ax_r.axvline(rhat_max, color=BAD, lw=1.2, label=f"limit {rhat_max}")
         ax_r.legend(fontsize=8, frameon=False)
     else:
-        ax_r.text(0.5, 0.5, "R-hat needs two or more chains", ha="center", va="center",
-                  transform=ax_r.transAxes, fontsize=9)
+        ax_r.text(
+            0.5,
+            0.5,
+            "R-hat needs two or more chains",
+            ha="center",
+            va="center",
+            transform=ax_r.transAxes,
+            fontsize=9,
+        )
     ax_r.set_xlabel("R-hat (rank-normalised split)")
     ax_r.set_ylabel("parameters")
     ess = {k: table[k].to_numpy(float) for k in ("ess_bulk", "ess_tail")}
@@ -519,8 +610,13 @@ def rhat_ess(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 40
     if len(finite):
         edges = np.geomspace(max(finite.min() * 0.9, 1.0), max(finite.max() * 1.1, 2.0), 40)
         for (name, values), colour in zip(ess.items(), (POINT, "#d9822b"), strict=True):
-            ax_e.hist(values[np.isfinite(values)], bins=edges, color=colour, alpha=0.6,
-                      label=name.replace("_", " "))
+            ax_e.hist(
+                values[np.isfinite(values)],
+                bins=edges,
+                color=colour,
+                alpha=0.6,
+                label=name.replace("_", " "),
+            )
         ax_e.set_xscale("log")
         ax_e.axvline(ess_min, color=BAD, lw=1.2, label=f"minimum {ess_min:g}")
         ax_e.legend(fontsize=8, frameon=False)
@@ -574,13 +670,21 @@ def rank_plots(draws: dict, *, bins: int = 20) -> Figure:
         ax.set_xlabel("rank of draw", fontsize=8)
         for side in ("top", "right", "left"):
             ax.spines[side].set_visible(False)
-    for ax in axes[len(draws):]:
+    for ax in axes[len(draws) :]:
         ax.set_visible(False)
-    handles = [Line2D([], [], color=_group_colour(c), lw=1.3) for c in range(
-        np.asarray(next(iter(draws.values()))).shape[0] if draws else 0)]
+    handles = [
+        Line2D([], [], color=_group_colour(c), lw=1.3)
+        for c in range(np.asarray(next(iter(draws.values()))).shape[0] if draws else 0)
+    ]
     if handles:
-        fig.legend(handles, [f"chain {c}" for c in range(len(handles))], loc="outside lower "
-                   "center", ncol=min(8, len(handles)), fontsize=8, frameon=False)
+        fig.legend(
+            handles,
+            [f"chain {c}" for c in range(len(handles))],
+            loc="outside lower center",
+            ncol=min(8, len(handles)),
+            fontsize=8,
+            frameon=False,
+        )
     return fig
 
 

@@ -222,8 +222,16 @@ class _Doc:
         self.md.extend(f"> - {_md(t)}" for t in lines)
         self.md.append("")
 
-    def table(self, frame: pd.DataFrame, *, text: tuple = (), names: tuple = (),
-              row_class=None, cell_class=None, header: bool = True) -> None:
+    def table(
+        self,
+        frame: pd.DataFrame,
+        *,
+        text: tuple = (),
+        names: tuple = (),
+        row_class=None,
+        cell_class=None,
+        header: bool = True,
+    ) -> None:
         """A table of strings; ``text`` columns align left, ``names`` may wrap anywhere."""
         cols = list(frame.columns)
 
@@ -248,8 +256,9 @@ class _Doc:
             f'<div class="scroll"><table>{thead}<tbody>{"".join(body)}</tbody></table></div>'
         )
         self.md.append("| " + " | ".join(_md(c) for c in cols) + " |")
-        self.md.append("|" + "|".join(":--" if c in text or c in names else "--:" for c in cols)
-                       + "|")
+        self.md.append(
+            "|" + "|".join(":--" if c in text or c in names else "--:" for c in cols) + "|"
+        )
         for row in frame.itertuples(index=False):
             self.md.append("| " + " | ".join(_md(v) for v in row) + " |")
         self.md.append("")
@@ -272,8 +281,16 @@ class _Doc:
 class _Run:
     """What the panels share: draws, tables and facts about the fit."""
 
-    def __init__(self, idata, diagnostics: dict, dataset: Dataset, ci: float, pairs=None,
-                 ppc=None, run_dir: Path | None = None):
+    def __init__(
+        self,
+        idata,
+        diagnostics: dict,
+        dataset: Dataset,
+        ci: float,
+        pairs=None,
+        ppc=None,
+        run_dir: Path | None = None,
+    ):
         self.run_dir = run_dir
         if ppc is not None:
             self._ppc = ppc
@@ -401,8 +418,11 @@ def _header(doc: _Doc, run: _Run, run_dir: Path) -> None:
             "sampling diagnostics (R-hat, ESS, divergences) are unavailable for SVI",
         ]
         if d.get("sampler_info", {}).get("converged") is False:
-            lines.insert(0, "the optimisation did not settle within its step limit "
-                            "(raise --svi-steps or use --sampler nuts)")
+            lines.insert(
+                0,
+                "the optimisation did not settle within its step limit "
+                "(raise --svi-steps or use --sampler nuts)",
+            )
         doc.banner("warn", "SVI: approximate posterior.", lines)
     if data.get("skipped"):
         detail = ", ".join(f"{n} {why}" for why, n in data["skipped"].items())
@@ -415,24 +435,20 @@ def _leaderboard(doc: _Doc, run: _Run) -> None:
     point = run.point
     pct = f"{run.ci:.0%}"
     rows = {
-        "rank": [
-            f"{r}" for r in t["rank"]
-        ],
+        "rank": [f"{r}" for r in t["rank"]],
         "": [
-            "=" if k and t["tier"].iloc[k] == t["tier"].iloc[k - 1] else ""
-            for k in range(len(t))
+            "=" if k and t["tier"].iloc[k] == t["tier"].iloc[k - 1] else "" for k in range(len(t))
         ],
         "model": list(t["model"]),
         "\u03b8": [_num(x) for x in t["theta_mean"]],
     }
     if not point:
         rows[f"{pct} interval"] = [
-            f"[{_num(lo)}, {_num(hi)}]" for lo, hi in zip(t["theta_lo"], t["theta_hi"],
-                                                           strict=True)
+            f"[{_num(lo)}, {_num(hi)}]"
+            for lo, hi in zip(t["theta_lo"], t["theta_hi"], strict=True)
         ]
         rows["rank range"] = [
-            _rank_range(lo, hi)
-            for lo, hi in zip(t["rank_lo"], t["rank_hi"], strict=True)
+            _rank_range(lo, hi) for lo, hi in zip(t["rank_lo"], t["rank_hi"], strict=True)
         ]
         rows["P(top 1)"] = [_num(x) for x in t["p_top1"]]
         rows["P(> next)"] = [_num(x) for x in t["p_beats_next"]]
@@ -580,13 +596,15 @@ def _icc(doc: _Doc, run: _Run) -> None:
         for k in chosen:
             row = items.iloc[k]
             mean, c_lo, c_hi = _curve_band(run, k, grid)
-            curves.append({
-                "label": f"{plots.short(row['item'], 36)} ({row['kind']}; a={row['a_mean']:.2f}, "
-                         f"b={row['b_mean']:.2f})",
-                "mean": mean,
-                "lo": None if run.point else c_lo,
-                "hi": None if run.point else c_hi,
-            })
+            curves.append(
+                {
+                    "label": f"{plots.short(row['item'], 36)} ({row['kind']}; a={row['a_mean']:.2f}, "
+                    f"b={row['b_mean']:.2f})",
+                    "mean": mean,
+                    "lo": None if run.point else c_lo,
+                    "hi": None if run.point else c_hi,
+                }
+            )
         panels[title] = curves
     doc.figure(
         "icc",
@@ -664,19 +682,33 @@ def _ppc(doc: _Doc, run: _Run) -> None:
     m = ppc.models
     panels = []
     if (m["n_static"] > 0).any():
-        panels.append({
-            "table": m, "observed": "static_observed", "mean": "static_rep_mean",
-            "lo": "static_rep_lo", "hi": "static_rep_hi", "label": "model",
-            "title": "Static accuracy per model", "axis": "accuracy",
-        })
+        panels.append(
+            {
+                "table": m,
+                "observed": "static_observed",
+                "mean": "static_rep_mean",
+                "lo": "static_rep_lo",
+                "hi": "static_rep_hi",
+                "label": "model",
+                "title": "Static accuracy per model",
+                "axis": "accuracy",
+            }
+        )
     if (m["n_arena"] > 0).any():
         stat = sm.get("arena_statistic")
         name = "mean normalised reward" if stat == "mean_reward_z" else "arena win share"
-        panels.append({
-            "table": m, "observed": "arena_observed", "mean": "arena_rep_mean",
-            "lo": "arena_rep_lo", "hi": "arena_rep_hi", "label": "model",
-            "title": f"{name[0].upper()}{name[1:]} per model", "axis": name,
-        })
+        panels.append(
+            {
+                "table": m,
+                "observed": "arena_observed",
+                "mean": "arena_rep_mean",
+                "lo": "arena_rep_lo",
+                "hi": "arena_rep_hi",
+                "label": "model",
+                "title": f"{name[0].upper()}{name[1:]} per model",
+                "axis": name,
+            }
+        )
     if panels:
         doc.figure(
             "ppc_models",
@@ -688,26 +720,47 @@ def _ppc(doc: _Doc, run: _Run) -> None:
     if len(ppc.items):
         doc.figure(
             "ppc_items",
-            plots.observed_vs_replicated([{
-                "table": ppc.items, "observed": "observed", "mean": "rep_mean",
-                "lo": "rep_lo", "hi": "rep_hi", "label": "item",
-                "title": "Static accuracy per item", "axis": "share of models correct",
-            }]),
+            plots.observed_vs_replicated(
+                [
+                    {
+                        "table": ppc.items,
+                        "observed": "observed",
+                        "mean": "rep_mean",
+                        "lo": "rep_lo",
+                        "hi": "rep_hi",
+                        "label": "item",
+                        "title": "Static accuracy per item",
+                        "axis": "share of models correct",
+                    }
+                ]
+            ),
             "Per static item: the share of models that answered correctly, observed (x) "
             f"against replicated (y, with {pct} interval).",
         )
     cal = {}
     for title, table, xlabel, ylabel in (
-        ("Static labels", ppc.calibration_static, "predicted P(correct)",
-         "observed share correct"),
-        ("Arena pairs", ppc.calibration_arena, "predicted P(first model wins)",
-         "mean soft target"),
+        (
+            "Static labels",
+            ppc.calibration_static,
+            "predicted P(correct)",
+            "observed share correct",
+        ),
+        (
+            "Arena pairs",
+            ppc.calibration_arena,
+            "predicted P(first model wins)",
+            "mean soft target",
+        ),
     ):
         t = table[table["n"] > 0]
         if len(t):
             cal[f"{title} ({int(t['n'].sum())})"] = {
-                "table": t, "predicted": "mean_predicted", "observed": "observed_frequency",
-                "n": "n", "xlabel": xlabel, "ylabel": ylabel,
+                "table": t,
+                "predicted": "mean_predicted",
+                "observed": "observed_frequency",
+                "n": "n",
+                "xlabel": xlabel,
+                "ylabel": ylabel,
             }
     if cal:
         doc.figure(
@@ -745,20 +798,24 @@ def _anomalies(doc: _Doc, run: _Run) -> None:
         "against the predicted wins. residual = (observed \u2212 expected) / predictive sd; "
         f"q is the Benjamini-Hochberg adjusted p-value. {flagged} cell(s) have "
         f"q < {FLAG_Q:g}"
-        + (": only these are more surprising than chance among this many cells."
-           if flagged else "; the rows below are within what chance produces among this "
-           "many cells.")
+        + (
+            ": only these are more surprising than chance among this many cells."
+            if flagged
+            else "; the rows below are within what chance produces among this many cells."
+        )
     )
-    frame = pd.DataFrame({
-        "model": top["model"],
-        "item": top["item"],
-        "kind": top["kind"],
-        "observed": [_num(x, ".3g") for x in top["observed"]],
-        "expected": [_num(x, ".3g") for x in top["expected"]],
-        "residual": [_num(x, "+.2f") for x in top["residual"]],
-        "ppp": [_num(x, ".2g") for x in top["ppp"]],
-        "q": [_num(x, ".2g") for x in top["q_value"]],
-    })
+    frame = pd.DataFrame(
+        {
+            "model": top["model"],
+            "item": top["item"],
+            "kind": top["kind"],
+            "observed": [_num(x, ".3g") for x in top["observed"]],
+            "expected": [_num(x, ".3g") for x in top["expected"]],
+            "residual": [_num(x, "+.2f") for x in top["residual"]],
+            "ppp": [_num(x, ".2g") for x in top["ppp"]],
+            "q": [_num(x, ".2g") for x in top["q_value"]],
+        }
+    )
     q = top["q_value"].to_numpy(float)
 
     def cell_class(k, col):
@@ -773,8 +830,9 @@ def _read_items(run: _Run) -> pd.DataFrame | None:
     if path is None or not path.is_file():
         return None
     try:
-        items = pd.read_csv(path, keep_default_na=False, na_values=[""],
-                            dtype={"item": str, "flags": str})
+        items = pd.read_csv(
+            path, keep_default_na=False, na_values=[""], dtype={"item": str, "flags": str}
+        )
     except (OSError, ValueError):
         return None
     level = items["ci"].to_numpy(float) if "ci" in items else np.array([np.nan])
@@ -810,15 +868,17 @@ def _flagged_items(doc: _Doc, run: _Run) -> None:
     ppp = items["ppp"].to_numpy(float)
     tail = pd.Series(np.minimum(ppp, 1.0 - ppp), index=items.index)
     shown = items.loc[tail[flags != ""].sort_values(na_position="last").index].head(15)
-    frame = pd.DataFrame({
-        "item": shown["item"],
-        "kind": shown["kind"],
-        "b": [_num(x) for x in shown["b_mean"]],
-        "a": [_num(x) for x in shown["a_mean"]],
-        "observed": [_num(x, ".3g") for x in shown["observed"]],
-        "ppp": [_num(x, ".2g") for x in shown["ppp"]],
-        "flags": [x.replace(";", ", ") for x in shown["flags"].astype(str)],
-    })
+    frame = pd.DataFrame(
+        {
+            "item": shown["item"],
+            "kind": shown["kind"],
+            "b": [_num(x) for x in shown["b_mean"]],
+            "a": [_num(x) for x in shown["a_mean"]],
+            "observed": [_num(x, ".3g") for x in shown["observed"]],
+            "ppp": [_num(x, ".2g") for x in shown["ppp"]],
+            "flags": [x.replace(";", ", ") for x in shown["flags"].astype(str)],
+        }
+    )
     doc.table(frame, text=("kind", "flags"), names=("item",))
 
 
@@ -863,8 +923,11 @@ def _diagnostics(doc: _Doc, run: _Run) -> None:
         )
         _kv_table(doc, {k: v for k, v in info.items() if not isinstance(v, (list, dict))})
         if info.get("loss_trace"):
-            doc.figure("loss_trace", plots.loss_trace(info["loss_trace"]),
-                       "SVI loss (negative ELBO) against optimisation step.")
+            doc.figure(
+                "loss_trace",
+                plots.loss_trace(info["loss_trace"]),
+                "SVI loss (negative ELBO) against optimisation step.",
+            )
         return
     conv = d.get("convergence", {})
     settings = d.get("sampler", {})
@@ -898,11 +961,13 @@ def _diagnostics(doc: _Doc, run: _Run) -> None:
     if conv.get("worst"):
         doc.para("Parameters that fail a check, worst first:")
         worst = pd.DataFrame(conv["worst"])
-        frame = pd.DataFrame({
-            "parameter": worst["parameter"],
-            "R-hat": [_num(x, ".4f") for x in worst.get("rhat", [])],
-            "bulk ESS": [_num(x, ".0f") for x in worst.get("ess_bulk", [])],
-        })
+        frame = pd.DataFrame(
+            {
+                "parameter": worst["parameter"],
+                "R-hat": [_num(x, ".4f") for x in worst.get("rhat", [])],
+                "bulk ESS": [_num(x, ".0f") for x in worst.get("ess_bulk", [])],
+            }
+        )
         doc.table(frame, names=("parameter",))
     per = _per_parameter(run)
     doc.figure(
@@ -950,22 +1015,27 @@ def _run_details(doc: _Doc, run: _Run) -> None:
         "options": ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.items()
         ),
-        "data": (f"{data.get('models', '?')} models, {data.get('static_items', 0)} static "
-                 f"items ({data.get('static_labels', 0)} labels), {data.get('arena_items', 0)}"
-                 f" arena prompts ({data.get('arena_rewards', 0)} rewards), rewards "
-                 f"normalised per {data.get('reward_norm', '?')}"),
+        "data": (
+            f"{data.get('models', '?')} models, {data.get('static_items', 0)} static "
+            f"items ({data.get('static_labels', 0)} labels), {data.get('arena_items', 0)}"
+            f" arena prompts ({data.get('arena_rewards', 0)} rewards), rewards "
+            f"normalised per {data.get('reward_norm', '?')}"
+        ),
     }
     if d.get("pairs"):
         p = d["pairs"]
-        facts["arena pairs"] = (f"{p.get('pairs_total')} in all, {p.get('pairs_decisive')} "
-                                f"decisive, {p.get('pairs_both_bad')} both-bad, "
-                                f"{p.get('pairs_tie')} ties")
+        facts["arena pairs"] = (
+            f"{p.get('pairs_total')} in all, {p.get('pairs_decisive')} "
+            f"decisive, {p.get('pairs_both_bad')} both-bad, "
+            f"{p.get('pairs_tie')} ties"
+        )
     if d.get("timings"):
         facts["timings (s)"] = ", ".join(f"{k} {v}" for k, v in d["timings"].items())
     if d.get("versions"):
         v = d["versions"]
         facts["versions"] = ", ".join(
-            f"{k} {v[k]}" for k in ("bayes_dualeval", "python", "jax", "numpyro", "arviz")
+            f"{k} {v[k]}"
+            for k in ("bayes_dualeval", "python", "jax", "numpyro", "arviz")
             if k in v
         )
     facts["report"] = f"bayes_dualeval {__version__}"
@@ -992,8 +1062,9 @@ def _page(doc: _Doc, title: str) -> str:
     )
 
 
-def build(run_dir, idata, diagnostics: dict, dataset: Dataset, *, ci: float,
-          pairs=None, ppc=None) -> _Doc:
+def build(
+    run_dir, idata, diagnostics: dict, dataset: Dataset, *, ci: float, pairs=None, ppc=None
+) -> _Doc:
     """Build the report in memory (HTML parts, Markdown parts and PNG figures).
 
     Parameters
@@ -1024,28 +1095,44 @@ def build(run_dir, idata, diagnostics: dict, dataset: Dataset, *, ci: float,
             panel(doc, run)
         except Exception as exc:  # noqa: BLE001 - one broken panel must not cost the report
             name = panel.__name__.strip("_")
-            del doc.html[mark[0]:], doc.md[mark[1]:]
+            del doc.html[mark[0] :], doc.md[mark[1] :]
             for key in set(doc.figures) - mark[2]:
                 del doc.figures[key]
             anchor = _anchor_of(panel)
             doc.section(anchor)
             doc.note(f"This panel could not be drawn ({type(exc).__name__}: {exc}).")
-            warnings.warn(f"report panel {name!r} failed: {type(exc).__name__}: {exc}",
-                          ReportWarning, stacklevel=2)
+            warnings.warn(
+                f"report panel {name!r} failed: {type(exc).__name__}: {exc}",
+                ReportWarning,
+                stacklevel=2,
+            )
     return doc
 
 
 def _anchor_of(panel) -> str:
     return {
-        _leaderboard: "leaderboard", _abilities: "abilities", _ranks: "ranks",
-        _wright: "wright", _icc: "icc", _items_panel: "items", _ppc: "ppc",
-        _anomalies: "anomalies", _diagnostics: "diagnostics", _run_details: "run",
+        _leaderboard: "leaderboard",
+        _abilities: "abilities",
+        _ranks: "ranks",
+        _wright: "wright",
+        _icc: "icc",
+        _items_panel: "items",
+        _ppc: "ppc",
+        _anomalies: "anomalies",
+        _diagnostics: "diagnostics",
+        _run_details: "run",
     }[panel]
 
 
 def write_report(
-    run_dir, idata=None, diagnostics: dict | None = None, dataset: Dataset | None = None, *,
-    ci: float | None = None, pairs=None, ppc=None,
+    run_dir,
+    idata=None,
+    diagnostics: dict | None = None,
+    dataset: Dataset | None = None,
+    *,
+    ci: float | None = None,
+    pairs=None,
+    ppc=None,
 ) -> list[Path]:
     """Write ``report.html``, ``report.md`` and ``figures/*.png`` into a run folder.
 

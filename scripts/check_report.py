@@ -81,8 +81,9 @@ def page_problems(log: str, url: str) -> list[str]:
     return out
 
 
-def check(path: Path, *, screenshot: Path | None = None, window: str = "1400,5000",
-          timeout: float = 90.0) -> tuple[int, list[str]]:
+def check(
+    path: Path, *, screenshot: Path | None = None, window: str = "1400,5000", timeout: float = 90.0
+) -> tuple[int, list[str]]:
     """Check one report; return ``(exit status, problems)``."""
     path = path.resolve()
     if not path.is_file():
@@ -94,11 +95,18 @@ def check(path: Path, *, screenshot: Path | None = None, window: str = "1400,500
     url = path.as_uri()
     with tempfile.TemporaryDirectory(prefix="check-report-") as profile:
         shot = screenshot.resolve() if screenshot else Path(profile) / "shot.png"
-        cmd = [browser, *FLAGS, f"--user-data-dir={profile}/user",
-               f"--screenshot={shot}", f"--window-size={window}", url]
+        cmd = [
+            browser,
+            *FLAGS,
+            f"--user-data-dir={profile}/user",
+            f"--screenshot={shot}",
+            f"--window-size={window}",
+            url,
+        ]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  check=False)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, check=False
+            )
         except subprocess.TimeoutExpired:
             return 2, problems + [f"Chromium did not finish within {timeout:g} s"]
         log = proc.stdout + proc.stderr
@@ -112,14 +120,17 @@ def check(path: Path, *, screenshot: Path | None = None, window: str = "1400,500
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="the report.html to check")
-    parser.add_argument("--screenshot", type=Path, default=None,
-                        help="also keep Chromium's screenshot here")
-    parser.add_argument("--window-size", default="1400,5000",
-                        help="viewport WIDTH,HEIGHT of the screenshot")
+    parser.add_argument(
+        "--screenshot", type=Path, default=None, help="also keep Chromium's screenshot here"
+    )
+    parser.add_argument(
+        "--window-size", default="1400,5000", help="viewport WIDTH,HEIGHT of the screenshot"
+    )
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds")
     args = parser.parse_args(argv)
-    status, problems = check(args.report, screenshot=args.screenshot,
-                             window=args.window_size, timeout=args.timeout)
+    status, problems = check(
+        args.report, screenshot=args.screenshot, window=args.window_size, timeout=args.timeout
+    )
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     if status == 0:

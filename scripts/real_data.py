@@ -31,8 +31,9 @@ CASES = [
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[2] / "shared"
-                                                 / "data" / "real"))
+    parser.add_argument(
+        "--root", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "real")
+    )
     parser.add_argument("--sampler", default="nuts", choices=["nuts", "svi", "map"])
     parser.add_argument("--out", default="runs/real")
     parser.add_argument("--only", default=None, help="comma-separated case names")
@@ -51,8 +52,18 @@ def main(argv=None) -> int:
             print(f"skip {name}: {paths} absent", file=sys.stderr)
             continue
         out = Path(args.out) / f"{name}-{args.sampler}-{time.strftime('%H%M%S')}"
-        cmd = ["bayes-dualeval", "fit", *map(str, paths), "--sampler", args.sampler,
-               "--out", str(out), "-q", *options, *args.extra]
+        cmd = [
+            "bayes-dualeval",
+            "fit",
+            *map(str, paths),
+            "--sampler",
+            args.sampler,
+            "--out",
+            str(out),
+            "-q",
+            *options,
+            *args.extra,
+        ]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -62,9 +73,11 @@ def main(argv=None) -> int:
             continue
         diag = json.loads((out / "diagnostics.json").read_text())
         t = diag["timings"]
-        print(f"data {t.get('data', 0):.1f}s compile {t['compile']:.1f}s sampling "
-              f"{t['sampling']:.1f}s | max R-hat {diag['max_rhat']} min ESS bulk "
-              f"{diag['min_ess_bulk']} divergences {diag['divergences']}")
+        print(
+            f"data {t.get('data', 0):.1f}s compile {t['compile']:.1f}s sampling "
+            f"{t['sampling']:.1f}s | max R-hat {diag['max_rhat']} min ESS bulk "
+            f"{diag['min_ess_bulk']} divergences {diag['divergences']}"
+        )
         for problem in diag["convergence"]["problems"]:
             print("  problem:", problem)
         board = pd.read_csv(out / "leaderboard.csv")

@@ -134,8 +134,8 @@ def test_other_modes(mode):
         warnings.simplefilter("ignore", DataWarning)
         full = Dataset.from_frames(static, arena)
     spec = load_spec("dualeval-2pl")
-    config = spec.replace(arena_likelihood="reward") if mode == "reward" else spec.replace(
-        mode=mode
+    config = (
+        spec.replace(arena_likelihood="reward") if mode == "reward" else spec.replace(mode=mode)
     )
     result = fit(full, config, MAP)
     # the full dataset is restricted to the kinds the run fitted

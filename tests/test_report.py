@@ -41,8 +41,16 @@ pytestmark = pytest.mark.filterwarnings("error::bayes_dualeval.errors.ReportWarn
 # --------------------------------------------------------------------------- helpers
 
 
-def make_dataset(n_models=6, n_static=30, n_arena=10, *, names=None, seed=1,
-                 reward_norm="source", arena_sources=1):
+def make_dataset(
+    n_models=6,
+    n_static=30,
+    n_arena=10,
+    *,
+    names=None,
+    seed=1,
+    reward_norm="source",
+    arena_sources=1,
+):
     static, arena, _ = simulate(n_models, n_static, n_arena, seed=seed)
     static["source"], arena["source"] = "bench", "arena"
     if arena_sources > 1:  # prompts split over sources with different reward scales
@@ -58,8 +66,9 @@ def make_dataset(n_models=6, n_static=30, n_arena=10, *, names=None, seed=1,
         return Dataset.from_frames(static=static, arena=arena, reward_norm=reward_norm)
 
 
-def synthetic_run(ds, *, chains=2, draws=40, mode="both", irt="2pl", shift=0.0, seed=0,
-                  sampler="nuts"):
+def synthetic_run(
+    ds, *, chains=2, draws=40, mode="both", irt="2pl", shift=0.0, seed=0, sampler="nuts"
+):
     """A posterior of random draws around a random truth, packaged like a real run."""
     config = load_spec("dualeval-2pl").replace(mode=mode, irt=irt)
     if mode in ("static", "arena"):
@@ -75,8 +84,9 @@ def synthetic_run(ds, *, chains=2, draws=40, mode="both", irt="2pl", shift=0.0, 
     if mode != "bt":
         samples["b"] = rng.normal(size=q) + 0.2 * rng.normal(size=(chains, draws, q))
         if irt == "2pl":
-            samples["a"] = np.exp(0.3 * rng.normal(size=q) + 0.1 * rng.normal(
-                size=(chains, draws, q)))
+            samples["a"] = np.exp(
+                0.3 * rng.normal(size=q) + 0.1 * rng.normal(size=(chains, draws, q))
+            )
         if len(ds.arena_items):
             samples["gamma"] = 4.0 + 0.1 * rng.normal(size=(chains, draws))
     samples = {k: np.asarray(v, np.float32) for k, v in samples.items()}
@@ -86,8 +96,9 @@ def synthetic_run(ds, *, chains=2, draws=40, mode="both", irt="2pl", shift=0.0, 
         "acceptance_rate": np.full((chains, draws), 0.9),
         "step_size": np.full((chains, draws), 0.1),
     }
-    idata = to_inference_data(Draws(samples, stats if sampler == "nuts" else {}), ds, inputs,
-                              config)
+    idata = to_inference_data(
+        Draws(samples, stats if sampler == "nuts" else {}), ds, inputs, config
+    )
     settings = SamplerSettings(sampler=sampler, chains=chains, draws=draws)
     diagnostics = {
         "convergence": convergence(idata, sampler),
@@ -106,8 +117,9 @@ def synthetic_run(ds, *, chains=2, draws=40, mode="both", irt="2pl", shift=0.0, 
 def write_synthetic(tmp_path, result, name="run", **kw):
     folder = tmp_path / name
     folder.mkdir()
-    paths = report.write_report(folder, result.idata, result.diagnostics, result.dataset,
-                                pairs=result.pairs, **kw)
+    paths = report.write_report(
+        folder, result.idata, result.diagnostics, result.dataset, pairs=result.pairs, **kw
+    )
     return folder, paths
 
 
@@ -119,7 +131,7 @@ def section_text(text: str, anchor: str) -> str:
     """The HTML from one section heading to the next."""
     start = text.index(f'<h2 id="{anchor}">')
     nxt = text.find("<h2 ", start + 1)
-    return text[start: nxt if nxt > 0 else len(text)]
+    return text[start : nxt if nxt > 0 else len(text)]
 
 
 def png_size(path) -> tuple[int, int]:
@@ -189,8 +201,18 @@ def test_map_report_says_why_interval_panels_are_skipped(map_run):
 def test_nuts_like_report_has_interval_panels_and_diagnostics(nuts_like):
     result, folder, paths = nuts_like
     names = {p.name for p in paths}
-    for figure in ("forest", "rank_heatmap", "wright_map", "icc", "difficulty_discrimination",
-                   "ppc_models", "ppc_items", "calibration", "rhat_ess", "rank_plots"):
+    for figure in (
+        "forest",
+        "rank_heatmap",
+        "wright_map",
+        "icc",
+        "difficulty_discrimination",
+        "ppc_models",
+        "ppc_items",
+        "calibration",
+        "rhat_ess",
+        "rank_plots",
+    ):
         assert f"{figure}.png" in names
     text = html_of(folder)
     assert "90% interval" in section_text(text, "leaderboard")
@@ -207,7 +229,7 @@ def test_convergence_failure_shows_red_banner_with_problems(tmp_path):
     assert conv["converged"] is False  # the real check fails on chains that disagree
     folder, _ = write_synthetic(tmp_path, result)
     text = html_of(folder)
-    banner = text[text.index(RED):]
+    banner = text[text.index(RED) :]
     banner = banner[: banner.index("</div>")]
     assert "Convergence failed" in banner
     assert "R-hat" in banner
@@ -219,7 +241,8 @@ def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path):
     result = nuts_like[0]
     diagnostics = dict(result.diagnostics)
     diagnostics["convergence"] = {
-        **diagnostics["convergence"], "converged": False,
+        **diagnostics["convergence"],
+        "converged": False,
         "problems": ["3 divergent transition(s) <b>", "only one chain"],
     }
     folder = tmp_path / "run"
@@ -231,8 +254,7 @@ def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path):
     md = (folder / report.MD_FILE).read_text(encoding="utf-8")
     assert "Convergence failed" in md
     # and a converged run has no banner
-    diagnostics["convergence"] = {**diagnostics["convergence"], "converged": True,
-                                  "problems": []}
+    diagnostics["convergence"] = {**diagnostics["convergence"], "converged": True, "problems": []}
     report.write_report(folder, result.idata, diagnostics, result.dataset)
     assert RED not in html_of(folder)
 
@@ -240,7 +262,9 @@ def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path):
 def test_svi_report_says_diagnostics_are_unavailable(tmp_path):
     result = synthetic_run(make_dataset(seed=4), chains=1, draws=50, sampler="svi")
     result.diagnostics["sampler_info"] = {
-        "steps": 300, "converged": False, "loss_trace": [[0, 900.0], [150, 400.0], [299, 390.0]],
+        "steps": 300,
+        "converged": False,
+        "loss_trace": [[0, 900.0], [150, 400.0], [299, 390.0]],
     }
     folder, paths = write_synthetic(tmp_path, result)
     text = html_of(folder)
@@ -312,8 +336,10 @@ def test_real_fits_of_other_modes(tmp_path):
 
 def test_many_models_with_long_names(tmp_path):
     n = 64
-    names = [f"org-{k:02d}/an-extremely-long-model-name-with-a-version-suffix-v{k}.{k % 7}-chat"
-             for k in range(n)]
+    names = [
+        f"org-{k:02d}/an-extremely-long-model-name-with-a-version-suffix-v{k}.{k % 7}-chat"
+        for k in range(n)
+    ]
     ds = make_dataset(n_models=n, n_static=20, n_arena=6, names=names, seed=8)
     result = synthetic_run(ds, draws=30)
     folder, paths = write_synthetic(tmp_path, result)
@@ -333,8 +359,15 @@ def test_many_models_with_long_names(tmp_path):
 def test_plot_labels_are_shortened():
     assert plots.short("a" * 50 + "-v2.1", 11) == "aaaaa\u2026-v2.1"
     assert plots.short("short", 10) == "short"
-    table = pd.DataFrame({"model": ["y" * 90, "b"], "theta_mean": [0.5, -0.5],
-                          "theta_lo": [np.nan] * 2, "theta_hi": [np.nan] * 2, "tier": [1, 2]})
+    table = pd.DataFrame(
+        {
+            "model": ["y" * 90, "b"],
+            "theta_mean": [0.5, -0.5],
+            "theta_lo": [np.nan] * 2,
+            "theta_hi": [np.nan] * 2,
+            "tier": [1, 2],
+        }
+    )
     fig = plots.forest(table)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert max(len(t) for t in labels) <= plots.LABEL_CHARS
@@ -352,9 +385,21 @@ def test_dataset_from_idata_rebuilds_the_fitted_data(norm):
     for given in (norm, None):
         back = report.dataset_from_idata(idata, reward_norm=given)
         assert back.reward_norm == norm
-        for field in ("models", "items", "item_kind", "item_source", "item_domain", "groups",
-                      "item_group", "static_model", "static_item", "static_y", "arena_model",
-                      "arena_item", "arena_reward"):
+        for field in (
+            "models",
+            "items",
+            "item_kind",
+            "item_source",
+            "item_domain",
+            "groups",
+            "item_group",
+            "static_model",
+            "static_item",
+            "static_y",
+            "arena_model",
+            "arena_item",
+            "arena_reward",
+        ):
             np.testing.assert_array_equal(getattr(back, field), getattr(ds, field), field)
         np.testing.assert_allclose(back.arena_z, ds.arena_z, rtol=0, atol=1e-12)
         np.testing.assert_allclose(back.arena_z, idata.observed_data["arena_z"].values)
@@ -458,9 +503,19 @@ def test_report_loads_in_chromium_without_console_errors(nuts_like, tmp_path):
     _, folder, _ = nuts_like
     shot = tmp_path / "shot.png"
     proc = subprocess.run(
-        [sys.executable, str(CHECKER), str(folder / report.HTML_FILE), "--screenshot",
-         str(shot), "--window-size", "1400,3000"],
-        capture_output=True, text=True, timeout=180, check=False,
+        [
+            sys.executable,
+            str(CHECKER),
+            str(folder / report.HTML_FILE),
+            "--screenshot",
+            str(shot),
+            "--window-size",
+            "1400,3000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert shot.is_file() and png_size(shot) == (1400, 3000)
@@ -470,7 +525,12 @@ def test_report_loads_in_chromium_without_console_errors(nuts_like, tmp_path):
 def test_chromium_check_catches_a_console_error(tmp_path):
     page = tmp_path / "bad.html"
     page.write_text("<!DOCTYPE html><p>x</p><script>throw new Error('boom')</script>")
-    proc = subprocess.run([sys.executable, str(CHECKER), str(page)], capture_output=True,
-                          text=True, timeout=180, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(CHECKER), str(page)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert proc.returncode == 1
     assert "Uncaught" in proc.stderr
