@@ -598,8 +598,8 @@ def _icc(doc: _Doc, run: _Run) -> None:
             mean, c_lo, c_hi = _curve_band(run, k, grid)
             curves.append(
                 {
-                    "label": f"{plots.short(row['item'], 36)} ({row['kind']}; a={row['a_mean']:.2f}, "
-                    f"b={row['b_mean']:.2f})",
+                    "label": f"{plots.short(row['item'], 36)} ({row['kind']}; "
+                    f"a={row['a_mean']:.2f}, b={row['b_mean']:.2f})",
                     "mean": mean,
                     "lo": None if run.point else c_lo,
                     "hi": None if run.point else c_hi,
