@@ -1,0 +1,88 @@
+"""The fit command in-process: files, refusal to overwrite, clean errors, no partial runs."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from bayes_dualeval import output
+from bayes_dualeval.cli import cli
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sim")
+    result = CliRunner().invoke(
+        cli,
+        ["simulate", str(root / "d"), "--models", "5", "--static-items", "20",
+         "--arena-prompts", "8", "--seed", "1"],
+    )
+    assert result.exit_code == 0, result.output
+    return root / "d"
+
+
+def test_fit_map_writes_the_run_folder(small_data, tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out), "-q", "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    for name in ("posterior.nc", "diagnostics.json", "leaderboard.csv", "pairwise.csv",
+                 "items.csv", "anomalies.csv"):
+        assert (out / name).is_file(), name
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert list(board["rank"]) == [1, 2, 3, 4, 5]
+    assert board["theta_lo"].isna().all()  # a point estimate has no interval
+    diag = json.loads((out / "diagnostics.json").read_text())
+    assert diag["sampler"]["sampler"] == "map"
+    assert diag["config"]["name"] == "dualeval-2pl"
+    assert diag["data"]["models"] == 5
+    assert {"data", "compile", "sampling"} <= set(diag["timings"])
+    assert "Traceback" not in result.output
+    assert "rank" in result.output and "wrote" in result.output
+
+    # an earlier run is never overwritten
+    again = CliRunner().invoke(cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out)])
+    assert again.exit_code != 0
+    assert "already exists" in again.output
+    assert pd.read_csv(out / "leaderboard.csv").equals(board)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--chains", "0"], "--chains"),
+        (["--sampler", "hmc"], "--sampler"),
+        (["--model", "no-such-model"], "unknown model"),
+        (["--mode", "static", "--arena-likelihood", "sideways"], "--arena-likelihood"),
+        (["--device", "tpu"], "--device"),
+    ],
+)
+def test_fit_user_mistakes_are_one_clean_line(small_data, tmp_path, args, message):
+    result = CliRunner().invoke(cli, ["fit", str(small_data), "--out", str(tmp_path / "r"), *args])
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_failure_while_writing_leaves_no_partial_run(small_data, tmp_path, monkeypatch):
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "write_tables", boom)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out), "-q"]
+    )
+    assert result.exit_code != 0
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []  # no staging folder left behind
+
+
+def test_models_command_lists_the_specifications():
+    result = CliRunner().invoke(cli, ["models"])
+    assert result.exit_code == 0
+    for name in ("dualeval-2pl", "dualeval-1pl", "bradley-terry", "calibration-2pl"):
+        assert name in result.output
