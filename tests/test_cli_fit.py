@@ -15,8 +15,18 @@ def small_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("sim")
     result = CliRunner().invoke(
         cli,
-        ["simulate", str(root / "d"), "--models", "5", "--static-items", "20",
-         "--arena-prompts", "8", "--seed", "1"],
+        [
+            "simulate",
+            str(root / "d"),
+            "--models",
+            "5",
+            "--static-items",
+            "20",
+            "--arena-prompts",
+            "8",
+            "--seed",
+            "1",
+        ],
     )
     assert result.exit_code == 0, result.output
     return root / "d"
@@ -28,8 +38,14 @@ def test_fit_map_writes_the_run_folder(small_data, tmp_path):
         cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out), "-q", "--no-report"]
     )
     assert result.exit_code == 0, result.output
-    for name in ("posterior.nc", "diagnostics.json", "leaderboard.csv", "pairwise.csv",
-                 "items.csv", "anomalies.csv"):
+    for name in (
+        "posterior.nc",
+        "diagnostics.json",
+        "leaderboard.csv",
+        "pairwise.csv",
+        "items.csv",
+        "anomalies.csv",
+    ):
         assert (out / name).is_file(), name
     board = pd.read_csv(out / "leaderboard.csv")
     assert list(board["rank"]) == [1, 2, 3, 4, 5]
@@ -43,7 +59,9 @@ def test_fit_map_writes_the_run_folder(small_data, tmp_path):
     assert "rank" in result.output and "wrote" in result.output
 
     # an earlier run is never overwritten
-    again = CliRunner().invoke(cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out)])
+    again = CliRunner().invoke(
+        cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out)]
+    )
     assert again.exit_code != 0
     assert "already exists" in again.output
     assert pd.read_csv(out / "leaderboard.csv").equals(board)
