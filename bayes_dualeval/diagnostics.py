@@ -98,8 +98,9 @@ def convergence(idata, sampler: str) -> dict:
     if bad_rhat:
         problems.append(
             f"{len(bad_rhat)} parameter(s) have R-hat > {RHAT_MAX} (worst "
-            f"{bad_rhat[0][1]} at {bad_rhat[0][0]:.3f}): chains disagree; run longer "
-            "(--warmup/--draws 2000) or check the data for models or items with no signal"
+            f"{bad_rhat[0][1]} at {bad_rhat[0][0]:.3f}): chains disagree; allow longer "
+            "trajectories (--max-tree-depth 6) and run longer (--warmup/--draws 2000), "
+            "or check the data for models or items with no signal"
         )
     if bad_ess:
         problems.append(
