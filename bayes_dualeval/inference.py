@@ -350,9 +350,14 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
             previous = current
         progress(None, None)
         params = svi.get_params(state)
-        pred = Predictive(dualeval_model, guide=guide, params=params, num_samples=settings.draws)
+        pred = Predictive(
+            dualeval_model,
+            guide=guide,
+            params=params,
+            num_samples=settings.draws,
+            return_sites=_posterior_sites(inputs, config),
+        )
         draws = pred(key_draw, inputs, config)
-        draws = {k: v for k, v in draws.items() if k not in ("static", "arena")}
         jax.block_until_ready(draws)
     samples = {k: v[None] for k, v in _to_numpy(draws).items()}
     losses = np.concatenate(losses)
@@ -364,6 +369,19 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         "losses": losses,
     }
     return Draws(samples=samples, timings=timings, info=info)
+
+
+def _posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:
+    """Names of the model's latent and deterministic sites (not the likelihood factors)."""
+    from numpyro.handlers import seed, trace
+
+    tr = trace(seed(dualeval_model, 0)).get_trace(inputs, config)
+    return [
+        name
+        for name, site in tr.items()
+        if (site["type"] == "sample" and not site["is_observed"])
+        or site["type"] == "deterministic"
+    ]
 
 
 def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:

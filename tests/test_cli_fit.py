@@ -104,3 +104,33 @@ def test_models_command_lists_the_specifications():
     assert result.exit_code == 0
     for name in ("dualeval-2pl", "dualeval-1pl", "bradley-terry", "calibration-2pl"):
         assert name in result.output
+
+
+def test_fit_svi_keeps_every_latent_site(small_data, tmp_path):
+    """SVI draws include gamma and the hyperparameters (the checks need gamma)."""
+    import arviz as az
+
+    out = tmp_path / "svi"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "fit",
+            str(small_data),
+            "--sampler",
+            "svi",
+            "--svi-steps",
+            "1000",
+            "--draws",
+            "50",
+            "--out",
+            str(out),
+            "-q",
+            "--no-report",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    post = az.from_netcdf(str(out / "posterior.nc"), engine="h5netcdf").posterior
+    for name in ("theta", "a", "b", "gamma", "mu_b", "sigma_b"):
+        assert name in post, name
+    assert post.sizes["draw"] == 50
+    assert (out / "anomalies.csv").is_file()
