@@ -161,19 +161,13 @@ def _to_numpy(tree):
     return {k: np.asarray(v) for k, v in jax.device_get(tree).items()}
 
 
-def make_mcmc(
-    inputs: ModelInputs,
-    config: ModelConfig,
-    settings: SamplerSettings,
-    *,
-    jit_model_args: bool = False,
-) -> MCMC:
+def make_mcmc(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> MCMC:
     """The NUTS sampler used by :func:`run_nuts`.
 
     A dense mass matrix is adapted over the low-dimensional global block
-    (:func:`~bayes_dualeval.model.global_sites`) and a diagonal one elsewhere. With
-    ``jit_model_args`` the compiled sampler is reused for new data of the same shapes
-    (validation studies fit hundreds of datasets).
+    (:func:`~bayes_dualeval.model.global_sites`) and a diagonal one elsewhere. To fit many
+    equally sized datasets with one compilation use :func:`reusable_nuts` instead
+    (NumPyro's ``MCMC`` re-traces the model for each new dataset).
     """
     kernel = NUTS(
         dualeval_model,
@@ -191,7 +185,6 @@ def make_mcmc(
         num_chains=settings.chains,
         chain_method=method,
         progress_bar=settings.progress,
-        jit_model_args=jit_model_args,
     )
 
 
