@@ -33,17 +33,27 @@ in every posterior draw:
 Tail probabilities are Rao-Blackwellised: averaged over posterior draws of the exact (or
 normal) conditional tail probability, so they have no Monte Carlo floor and the
 Benjamini-Hochberg step-up can reach small q-values. Everything is vectorised over cells
-and processed in chunks of draws (at most :data:`CHUNK_ELEMENTS` numbers per array).
+and processed in chunks of draws (at most :data:`CHUNK_ELEMENTS` numbers per array), in
+float32 where a value is evaluated per cell (or pair) and draw.
+
+Each kind of data is visited once: one pass over the static cells gives the cell table,
+the replicated labels, the item fit and the calibration; one pass over the arena pairs
+gives, for every draw used, each arena cell's expected wins and their variance, from which
+everything arena follows. The three public functions share these passes (``item_table``
+reuses a :class:`PPC`'s through ``ppc=``). A pass uses at most ``max_draws`` posterior
+draws and at most :data:`CHECK_ELEMENTS` cell or pair evaluations: for large data (say
+AlpacaEval's million decisive pairs) it keeps fewer, evenly spaced draws (never fewer than
+:data:`MIN_CHECK_DRAWS`), which changes p-values only within Monte Carlo noise.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import sparse, special, stats
+from scipy import sparse, special
 
 from bayes_dualeval.dataset import Dataset
 from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO, Pairs, distill
@@ -64,7 +74,18 @@ MIN_REPLICATES = 200
 #: Equal-width bins of predicted probability in the calibration tables.
 CALIBRATION_BINS = 10
 #: Largest number of elements of one (draws x cells) array held at once.
-CHUNK_ELEMENTS = 2_000_000
+CHUNK_ELEMENTS = 4_000_000
+#: Largest number of cell (or arena pair) evaluations of one check pass over one kind of
+#: data: beyond it a pass uses fewer posterior draws (evenly spaced among those selected).
+#: 1e8 evaluations take a few seconds on a laptop core; at 500 draws the budget starts to
+#: bite above 200,000 static cells or arena pairs (DualEval's paper scale has 35,000).
+CHECK_ELEMENTS = 100_000_000
+#: Largest (cells x draws) array kept by the arena pass (float32, two of them).
+STORE_ELEMENTS = 25_000_000
+#: Fewest posterior draws a check pass uses when the run has them (the budget's floor).
+MIN_CHECK_DRAWS = 50
+#: Fewest draws per chunk of the arena pass (its arrays are pairs x draws).
+PAIR_CHUNK_DRAWS = 8
 #: Smallest arena dispersion used (guards a degenerate estimate).
 MIN_DISPERSION = 1e-3
 
@@ -111,24 +132,22 @@ def bh_qvalues(p_values) -> np.ndarray:
     return q
 
 
-def _expit(x):
-    return special.expit(x)
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Logistic function in the dtype of ``x`` (float32 in the checks: SIMD ``exp``)."""
+    with np.errstate(over="ignore"):
+        out = np.exp(np.negative(x, out=out), out=out)
+    out += 1.0
+    return np.reciprocal(out, out=out)
 
 
-def _log_expit(x):
-    return -np.logaddexp(0.0, -x)
+def _group_matrix(groups: np.ndarray, n_groups: int, weights=None) -> sparse.csr_array:
+    """Sparse (n_groups, len(groups)) matrix with ``weights`` (default 1) at ``(groups[k], k)``.
 
-
-def _incidence(rows: np.ndarray, n_cols: int, weights=None) -> sparse.csr_array:
-    """Sparse (len(rows), n_cols) matrix with ``weights`` (default 1) at ``(k, rows[k])``."""
-    n = len(rows)
+    ``matrix @ values`` sums the rows of a (len(groups), k) array by group.
+    """
+    n = len(groups)
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    return sparse.csr_array((w, (np.arange(n), rows)), shape=(n, n_cols))
-
-
-def _group_sum(values: np.ndarray, matrix: sparse.csr_array) -> np.ndarray:
-    """``values @ matrix`` for dense (k, n) values and a sparse (n, g) matrix: (k, g)."""
-    return np.asarray(matrix.T @ values.T).T
+    return sparse.csr_array((w, (groups, np.arange(n))), shape=(n_groups, n))
 
 
 def _select_draws(n: int, max_draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -140,16 +159,47 @@ def _select_draws(n: int, max_draws: int, rng: np.random.Generator) -> np.ndarra
     return np.sort(rng.choice(n, size=max_draws, replace=False))
 
 
+def _budget(draws: np.ndarray, width: int, store: int = 0) -> np.ndarray:
+    """The draws a check pass over ``width`` elements per draw can afford.
+
+    At most :data:`CHECK_ELEMENTS` evaluations (``len(result) * width``) and, when the pass
+    keeps a (``store`` x draws) array, at most :data:`STORE_ELEMENTS` numbers in it; never
+    fewer than :data:`MIN_CHECK_DRAWS` draws. The subset is evenly spaced in ``draws``.
+    """
+    n = CHECK_ELEMENTS // max(width, 1)
+    if store:
+        n = min(n, STORE_ELEMENTS // store)
+    n = max(n, MIN_CHECK_DRAWS)
+    if n >= len(draws):
+        return draws
+    return draws[np.unique(np.linspace(0, len(draws) - 1, n).round().astype(int))]
+
+
 def _replicate_index(draws: np.ndarray) -> np.ndarray:
-    """Draw index of each replicated data set: every draw, repeated to reach the minimum."""
-    reps = max(1, math.ceil(MIN_REPLICATES / len(draws)))
-    return np.repeat(draws, reps)
+    """Draw index of each replicated data set: every draw, cycled to reach the minimum."""
+    return np.resize(draws, max(len(draws), MIN_REPLICATES))
 
 
-def _chunks(index: np.ndarray, n_cols: int):
-    width = max(1, CHUNK_ELEMENTS // max(n_cols, 1))
+def _chunks(index: np.ndarray, n_cols: int, least: int = 1):
+    """Consecutive pieces of ``index``: :data:`CHUNK_ELEMENTS` // ``n_cols`` entries each.
+
+    At least ``least`` entries per piece (the last may be shorter).
+    """
+    width = max(least, CHUNK_ELEMENTS // max(n_cols, 1))
     for start in range(0, len(index), width):
         yield index[start : start + width]
+
+
+def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stable order sorting ``keys``, start of each run of equal keys, and the run keys.
+
+    ``np.add.reduceat(values[:, order], starts, axis=1)`` then sums values by key.
+    """
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(keys) else []
+    starts = np.asarray(starts, dtype=np.intp)
+    return order, starts, ordered[starts]
 
 
 def _hist_interval(hist: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +222,7 @@ def _nan_to_none(value):
 # ----------------------------------------------------------------------------- the fit
 @dataclass(frozen=True, eq=False)
 class _Decisive:
-    """Decisive arena pairs and the sparse maps from pairs to cells and from cells up."""
+    """Decisive arena pairs and the sparse maps from pairs to arena cells."""
 
     row_i: np.ndarray
     row_j: np.ndarray
@@ -180,8 +230,9 @@ class _Decisive:
     j: np.ndarray
     item: np.ndarray
     t: np.ndarray
-    to_cell_i: sparse.csr_array  # (P, R): pair -> its first side's cell
-    to_cell_j: sparse.csr_array  # (P, R): pair -> its second side's cell
+    diff: sparse.csr_array  # (R, P): +1 at the pair's first cell, -1 at its second
+    both: sparse.csr_array  # (R, P): +1 at both cells
+    n_second: np.ndarray  # pairs in which the cell is the second side
     n_cell: np.ndarray  # decisive pairs per arena cell
     observed: np.ndarray  # soft wins per arena cell
 
@@ -192,7 +243,7 @@ class _Decisive:
 
 @dataclass(frozen=True, eq=False)
 class _Fit:
-    """Posterior draws (chains pooled, float64) and the data, checked against each other."""
+    """Posterior draws (chains pooled, float32) and the data, checked against each other."""
 
     dataset: Dataset
     theta: np.ndarray  # (D, M)
@@ -208,29 +259,47 @@ class _Fit:
     def n_draws(self) -> int:
         return self.theta.shape[0]
 
-    def eta(self, d: np.ndarray, model: np.ndarray, item: np.ndarray) -> np.ndarray:
-        """Success log-odds ``a (theta - b)`` of cells, shape (len(d), len(model))."""
-        x = self.theta[d][:, model] - self.b[d][:, item]
-        if self.a is not None:
-            x *= self.a[d][:, item]
-        return x
+    def eta(
+        self, d: np.ndarray, model: np.ndarray, item: np.ndarray, runs: tuple | None = None
+    ) -> np.ndarray:
+        """Success log-odds ``a (theta - b)`` of cells, shape (len(d), len(model)) float32.
+
+        ``runs``, ``(items, lengths)`` when the cells come in runs of one item each (as
+        ``item == np.repeat(items, lengths)``), lets the item parameters be repeated
+        instead of gathered. One draw at a time: a 1-D ``take`` is several times faster
+        than fancy indexing of a 2-D array.
+        """
+        out = np.empty((len(d), len(model)), dtype=np.float32)
+        for row, k in zip(out, d, strict=True):
+            if runs is None:
+                b = self.b[k].take(item)
+                a = None if self.a is None else self.a[k].take(item)
+            else:
+                b = self.b[k, runs[0]].repeat(runs[1])
+                a = None if self.a is None else self.a[k, runs[0]].repeat(runs[1])
+            np.subtract(self.theta[k].take(model), b, out=row)
+            if a is not None:
+                row *= a
+        return out
 
     def pair_prob(self, d: np.ndarray) -> np.ndarray:
-        """Win probability of the first side of every decisive pair, (len(d), P)."""
+        """Win probability of the first side of every decisive pair, (P, len(d))."""
         dec = self.decisive
         if self.arena == "bt":
-            x = self.theta[d][:, dec.i] - self.theta[d][:, dec.j]
+            t = np.ascontiguousarray(self.theta[d].T)
+            x = t[dec.i] - t[dec.j]
         else:
             ds = self.dataset
-            p = _expit(self.eta(d, ds.arena_model, ds.arena_item))
-            x = self.gamma[d][:, None] * (p[:, dec.row_i] - p[:, dec.row_j])
-        return _expit(x)
+            p = np.ascontiguousarray(_sigmoid(self.eta(d, ds.arena_model, ds.arena_item)).T)
+            x = p[dec.row_i] - p[dec.row_j]
+            x *= self.gamma[d][None, :]
+        return _sigmoid(x, out=x)
 
 
 def _var(idata, name: str) -> np.ndarray | None:
     if name not in idata.posterior:
         return None
-    return draws_of(idata, name).astype(np.float64)
+    return np.asarray(draws_of(idata, name), dtype=np.float32)
 
 
 def _resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -> _Fit:
@@ -259,7 +328,7 @@ def _resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) 
         )
     if observed is not None:
         for name, values in (("static_y", dataset.static_y), ("arena_z", dataset.arena_z)):
-            if name in observed and len(observed[name]) != len(values):
+            if name in observed and observed[name].size != len(values):
                 raise InputError(f"the run's observed {name} does not match the dataset")
     theta = _var(idata, "theta")
     b = _var(idata, "b")
@@ -282,6 +351,19 @@ def _resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) 
         keep = ~pairs.both_bad
         ri, rj = pairs.row_i[keep].astype(np.int64), pairs.row_j[keep].astype(np.int64)
         t = pairs.target[keep].astype(np.float64)
+        n_pairs = len(t)
+        cols = np.arange(n_pairs)
+        rows = np.concatenate([ri, rj])
+        ones = np.ones(n_pairs, dtype=np.float32)
+        diff = sparse.csr_array(
+            (np.concatenate([ones, -ones]), (rows, np.concatenate([cols, cols]))),
+            shape=(n_rows, n_pairs),
+        )
+        both = sparse.csr_array(
+            (np.concatenate([ones, ones]), (rows, np.concatenate([cols, cols]))),
+            shape=(n_rows, n_pairs),
+        )
+        n_second = np.bincount(rj, minlength=n_rows)
         decisive = _Decisive(
             row_i=ri,
             row_j=rj,
@@ -289,9 +371,10 @@ def _resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) 
             j=pairs.j[keep].astype(np.int64),
             item=pairs.item[keep].astype(np.int64),
             t=t,
-            to_cell_i=_incidence(ri, n_rows),
-            to_cell_j=_incidence(rj, n_rows),
-            n_cell=np.bincount(ri, minlength=n_rows) + np.bincount(rj, minlength=n_rows),
+            diff=diff,
+            both=both,
+            n_second=n_second.astype(np.float32),
+            n_cell=np.bincount(ri, minlength=n_rows) + n_second,
             observed=np.bincount(ri, weights=t, minlength=n_rows)
             + np.bincount(rj, weights=1.0 - t, minlength=n_rows),
         )
@@ -318,184 +401,432 @@ class _Cells:
     observed: np.ndarray
     expected: np.ndarray
     residual: np.ndarray
-    upper: np.ndarray  # P(replicate >= observed)
-    lower: np.ndarray  # P(replicate <= observed)
+    ppp: np.ndarray  # the smaller posterior predictive tail probability
     used: np.ndarray  # cells that enter the table (bool)
 
 
-def _static_cells(fit: _Fit, draws: np.ndarray) -> _Cells:
+@dataclass(frozen=True, eq=False)
+class _StaticPass:
+    """What one pass over the static cells gives (see :func:`_static_pass`)."""
+
+    cells: _Cells
+    mean_p: np.ndarray  # (S,): posterior mean of p
+    n_draws: int
+    n_rep: int = 0
+    item_ppp: np.ndarray | None = None  # (Q,), NaN for non-static items
+    item_hist: np.ndarray | None = None  # (Q_static, M + 1): replicated correct counts
+    model_correct: np.ndarray | None = None  # (n_rep, M): replicated correct answers
+
+
+def _static_pass(fit: _Fit, draws: np.ndarray, rng: np.random.Generator | None) -> _StaticPass:
+    """Cell checks and, with ``rng``, replicated labels of every static cell.
+
+    Works on ``z``, the log-odds of the observed label, so that small tail probabilities
+    keep their precision in float32. The cell's tail probability (``E[p]`` for a success,
+    ``E[1 - p]`` for a failure) is the posterior mean of ``sigmoid(z)``. Replicates (one
+    per entry of :func:`_replicate_index`) give the deviance item-fit ppp (mid-p:
+    ``P(D_rep > D_obs) + P(D_rep = D_obs) / 2`` with ``D = -2 log p(y | theta)`` summed
+    over the item's cells; ``D_rep - D_obs`` is twice the sum of ``z`` over the cells
+    where the replicate differs from the data), histograms of replicated correct counts
+    per static item and replicated correct counts per model.
+    """
     ds = fit.dataset
-    y = ds.static_y.astype(np.float64)
-    total = np.zeros(len(y))
-    for d in _chunks(draws, len(y)):
-        total += _expit(fit.eta(d, ds.static_model, ds.static_item)).sum(axis=0)
-    mean = total / len(draws)
-    sd = np.sqrt(np.clip(mean * (1.0 - mean), _EPS, None))
-    return _Cells(
+    n_models = ds.n_models
+    order, starts, seg_items = _segments(ds.static_item)
+    item, model = ds.static_item[order], ds.static_model[order]
+    y = ds.static_y[order] > 0
+    sign = np.where(y, 1.0, -1.0).astype(np.float32)
+    n_cells, n_first = len(y), len(draws)
+    runs = (seg_items, np.diff(np.r_[starts, n_cells]))
+    rep = draws if rng is None else _replicate_index(draws)
+    total = np.zeros(n_cells)
+    greater = np.zeros(len(starts))
+    equal = np.zeros(len(starts))
+    hist = np.zeros(len(starts) * (n_models + 1), dtype=np.int64)
+    model_correct = np.zeros((len(rep), n_models))
+    offset = np.arange(len(starts)) * (n_models + 1)
+    correct_item = np.add.reduceat(y.astype(np.float32), starts) if n_cells else np.zeros(0)
+    correct_model = np.bincount(model, weights=y, minlength=n_models)
+    per_model = _ModelSums(model, n_models)
+    done = 0
+    for d in _chunks(rep, n_cells):
+        z = fit.eta(d, model, item, runs)
+        z *= sign
+        s = _sigmoid(z)
+        first = min(len(d), max(n_first - done, 0))
+        if first:
+            total += s[:first].sum(axis=0)
+        if rng is not None:
+            differ = rng.random(z.shape, dtype=np.float32) >= s
+            flip = np.multiply(differ, sign, dtype=np.float32)  # y - y_rep
+            z *= differ
+            change = np.add.reduceat(z, starts, axis=1)
+            greater += (change > 0).sum(axis=0)
+            equal += (change == 0).sum(axis=0)
+            counts = np.rint(correct_item - np.add.reduceat(flip, starts, axis=1)).astype(np.int64)
+            hist += np.bincount((counts + offset).ravel(), minlength=hist.size)
+            model_correct[done : done + len(d)] = correct_model - per_model(flip)
+        done += len(d)
+    mean_obs = np.empty(n_cells)
+    mean_obs[order] = total / n_first
+    y_obs = ds.static_y.astype(np.float64)
+    mean_p = np.where(y_obs > 0, mean_obs, 1.0 - mean_obs)
+    sd = np.sqrt(np.clip(mean_obs * (1.0 - mean_obs), _EPS, None))
+    cells = _Cells(
         model=ds.static_model,
         item=ds.static_item,
-        observed=y,
-        expected=mean,
-        residual=(y - mean) / sd,
-        upper=np.where(y > 0, mean, 1.0),
-        lower=np.where(y > 0, 1.0, 1.0 - mean),
-        used=np.ones(len(y), dtype=bool),
+        observed=y_obs,
+        expected=mean_p,
+        residual=np.where(y_obs > 0, 1.0, -1.0) * (1.0 - mean_obs) / sd,
+        ppp=np.minimum(mean_obs, 1.0),
+        used=np.ones(n_cells, dtype=bool),
+    )
+    if rng is None:
+        return _StaticPass(cells=cells, mean_p=mean_p, n_draws=n_first)
+    n_rep = len(rep)
+    ppp = np.full(ds.n_items, np.nan)
+    ppp[seg_items] = (greater + 0.5 * equal) / n_rep
+    static_items = ds.static_items
+    item_hist = np.zeros((len(static_items), n_models + 1), dtype=np.int64)
+    col = np.full(ds.n_items, -1)
+    col[static_items] = np.arange(len(static_items))
+    item_hist[col[seg_items]] = hist.reshape(len(starts), n_models + 1)
+    return _StaticPass(
+        cells=cells,
+        mean_p=mean_p,
+        n_draws=n_first,
+        n_rep=n_rep,
+        item_ppp=ppp,
+        item_hist=item_hist,
+        model_correct=model_correct,
     )
 
 
-def _pair_moments(fit: _Fit, draws: np.ndarray) -> dict:
-    """Per arena cell, over draws: mean and variance of expected wins, mean binomial var."""
-    dec = fit.decisive
-    n_cells = len(fit.dataset.arena_z)
-    s1 = np.zeros(n_cells)
-    s2 = np.zeros(n_cells)
-    sv = np.zeros(n_cells)
-    cols = max(dec.n_pairs, n_cells)
-    for d in _chunks(draws, cols):
-        e, v = _pair_cell_stats(fit, d)
-        s1 += e.sum(axis=0)
-        s2 += (e**2).sum(axis=0)
-        sv += v.sum(axis=0)
-    n = len(draws)
-    mean = s1 / n
-    return {"mean": mean, "var": np.clip(s2 / n - mean**2, 0.0, None), "binom": sv / n}
+class _ModelSums:
+    """Sums of a (k, S) float32 array over each model's cells, (k, M).
+
+    A dense one-hot product (BLAS) for a few models; a sparse product for many.
+    """
+
+    def __init__(self, model: np.ndarray, n_models: int):
+        if n_models <= 32:
+            self.onehot = np.zeros((len(model), n_models), dtype=np.float32)
+            self.onehot[np.arange(len(model)), model] = 1.0
+            self.matrix = None
+        else:
+            self.matrix = _group_matrix(model, n_models).astype(np.float32)
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        if self.matrix is None:
+            return values @ self.onehot
+        return (self.matrix @ values.T).T
 
 
-def _pair_cell_stats(fit: _Fit, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Expected wins and binomial variance of every arena cell in draws ``d``: (k, R) each."""
-    dec = fit.decisive
-    s = fit.pair_prob(d)
-    e = _group_sum(s, dec.to_cell_i) + _group_sum(1.0 - s, dec.to_cell_j)
-    sv = s * (1.0 - s)
-    v = _group_sum(sv, dec.to_cell_i) + _group_sum(sv, dec.to_cell_j)
-    return e, v
+@dataclass(frozen=True, eq=False)
+class _ArenaPass:
+    """What one pass over the arena data gives (see :func:`_arena_pass`)."""
+
+    cells: _Cells
+    phi: float  # dispersion (NaN under the reward likelihood)
+    item_ppp: np.ndarray  # (Q,), NaN for non-arena items and prompts without cells
+    rho: float  # overdispersion of prompt discrepancies
+    model_observed: np.ndarray  # (M,)
+    model_reps: np.ndarray  # (n_rep, M)
+    model_count: np.ndarray  # (M,)
+    pair_mean: np.ndarray | None  # (P,): posterior mean win probability of the first side
+    n_draws: int
 
 
-def _dispersion(fit: _Fit, moments: dict, dispersion: float | None) -> float:
+def _dispersion(dec: _Decisive, mean, var, binom, dispersion: float | None) -> float:
     """The arena dispersion: given, or the Pearson (method-of-moments) estimate."""
     if dispersion is not None:
         if not dispersion > 0:
             raise InputError(f"dispersion must be positive, got {dispersion}")
         return float(dispersion)
-    used = fit.decisive.n_cell > 0
-    denom = moments["binom"][used].sum()
+    used = dec.n_cell > 0
+    denom = binom[used].sum()
     if denom <= 0:
         return 1.0
-    dev = (fit.decisive.observed - moments["mean"]) ** 2 - moments["var"]
+    dev = (dec.observed - mean) ** 2 - var
     return float(max(dev[used].sum() / denom, MIN_DISPERSION))
 
 
-def _arena_pair_cells(fit: _Fit, draws: np.ndarray, phi: float, moments: dict) -> _Cells:
-    dec = fit.decisive
+def _overdispersion(mean: np.ndarray, dof: np.ndarray, ok: np.ndarray) -> float:
+    """``rho = sum (Dbar_q - k_q)^2 / sum 2 k_q`` over prompts ``ok``, floored at 1."""
+    denom = 2.0 * dof[ok].sum()
+    return max(1.0, float(((mean[ok] - dof[ok]) ** 2).sum() / denom)) if denom > 0 else 1.0
+
+
+def _arena_pass(fit: _Fit, draws: np.ndarray, rng, dispersion: float | None) -> _ArenaPass:
+    """Arena cells, prompt fit and per-model replicates from one pass over the pairs.
+
+    Pairs likelihood (and Bradley-Terry): for every draw, the expected soft wins
+    ``E_d`` of each arena cell and their binomial variance ``V_d`` are computed once (the
+    only step that touches every pair) and kept as (cells x draws) arrays; the dispersion,
+    the cells' tail probabilities, the prompt discrepancies and the replicated win shares
+    per model all follow from them.
+    """
+    if fit.arena == "reward":
+        return _reward_pass(fit, draws, rng)
     ds = fit.dataset
+    dec = fit.decisive
+    n_cells, n_items, n_draw = len(ds.arena_z), ds.n_items, len(draws)
+    expected = np.zeros((n_cells, n_draw), dtype=np.float32)
+    variance = np.zeros((n_cells, n_draw), dtype=np.float32)
+    pair_total = np.zeros(dec.n_pairs)
+    done = 0
+    if dec.n_pairs:
+        # several draws at once: the sparse sums are faster per draw on wider blocks
+        for d in _chunks(draws, max(dec.n_pairs, n_cells), least=PAIR_CHUNK_DRAWS):
+            s = fit.pair_prob(d)
+            pair_total += s.sum(axis=1, dtype=np.float64)
+            e = dec.diff @ s
+            e += dec.n_second[:, None]
+            s *= 1.0 - s
+            expected[:, done : done + len(d)] = e
+            variance[:, done : done + len(d)] = dec.both @ s
+            done += len(d)
+    mean = expected.mean(axis=1, dtype=np.float64)
+    var = np.clip(expected.var(axis=1, dtype=np.float64), 0.0, None)
+    binom = variance.mean(axis=1, dtype=np.float64)
+    phi = _dispersion(dec, mean, var, binom, dispersion)
+
     w = dec.observed
-    upper = np.zeros(len(w))
-    cols = max(dec.n_pairs, len(w))
-    for d in _chunks(draws, cols):
-        e, v = _pair_cell_stats(fit, d)
-        upper += special.ndtr((e - w) / np.sqrt(phi * np.clip(v, _EPS, None))).sum(axis=0)
-    upper /= len(draws)
     used = dec.n_cell > 0
-    sd = np.sqrt(phi * moments["binom"] + moments["var"])
-    resid = np.where(used, (w - moments["mean"]) / np.where(used, np.maximum(sd, _EPS), 1), 0)
-    return _Cells(
+    to_item = _group_matrix(ds.arena_item, n_items, weights=used)
+    dof = to_item @ np.ones(n_cells)
+    upper = np.zeros(n_cells)
+    discrepancy = np.zeros((n_items, n_draw))
+    for cols in _chunks(np.arange(n_draw), n_cells):
+        e = expected[:, cols].astype(np.float64)
+        sd = np.sqrt(phi * np.clip(variance[:, cols], _EPS, None))
+        upper += special.ndtr((e - w[:, None]) / sd).sum(axis=1)
+        discrepancy[:, cols] = to_item @ (((w[:, None] - e) / sd) ** 2)
+    upper /= max(n_draw, 1)
+    sd = np.sqrt(phi * binom + var)
+    resid = np.where(used, (w - mean) / np.where(used, np.maximum(sd, _EPS), 1), 0)
+    cells = _Cells(
         model=ds.arena_model,
         item=ds.arena_item,
         observed=w,
-        expected=moments["mean"],
+        expected=mean,
         residual=resid,
-        upper=np.where(used, upper, 1.0),
-        lower=np.where(used, 1.0 - upper, 1.0),
+        ppp=np.where(used, np.minimum(upper, 1.0 - upper), 1.0),
         used=used,
     )
+    item_ppp, rho = _prompt_ppp(fit, discrepancy, dof)
+
+    to_model = _group_matrix(ds.arena_model, ds.n_models)
+    count = to_model @ dec.n_cell.astype(np.float64)
+    observed = to_model @ w
+    rep = _replicate_index(np.arange(n_draw))
+    m_mean = (to_model @ expected.astype(np.float64))[:, rep].T
+    m_var = (to_model @ variance.astype(np.float64))[:, rep].T
+    reps = m_mean + np.sqrt(phi * m_var) * rng.standard_normal(m_mean.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _ArenaPass(
+            cells=cells,
+            phi=phi,
+            item_ppp=item_ppp,
+            rho=rho,
+            model_observed=observed / count,
+            model_reps=reps / count,
+            model_count=count,
+            pair_mean=pair_total / max(n_draw, 1),
+            n_draws=n_draw,
+        )
+
+
+def _prompt_ppp(fit: _Fit, discrepancy: np.ndarray, dof: np.ndarray) -> tuple:
+    """Prompt fit ``mean_draws P(rho chi2_{k / rho} >= D)`` from (Q x draws) discrepancies."""
+    arena = np.zeros(fit.dataset.n_items, dtype=bool)
+    arena[fit.dataset.arena_items] = True
+    ok = arena & (dof > 0)
+    rho = _overdispersion(discrepancy.mean(axis=1), dof, ok)
+    k = np.maximum(dof, 1.0) / rho
+    out = np.full(fit.dataset.n_items, np.nan)
+    out[ok] = special.chdtrc(k[ok, None], discrepancy[ok] / rho).mean(axis=1)
+    return out, rho
 
 
 def _reward_stats(fit: _Fit, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Reward likelihood: per-cell mean and residual sd in draws ``d``, (k, R) each."""
     ds = fit.dataset
     item = ds.arena_item
-    to_item = _incidence(item, ds.n_items)
+    to_item = _group_matrix(item, ds.n_items)
     n_q = np.bincount(item, minlength=ds.n_items).astype(np.float64)
     z = ds.arena_z.astype(np.float64)
     zbar = np.bincount(item, weights=z, minlength=ds.n_items) / np.maximum(n_q, 1)
-    p = _expit(fit.eta(d, ds.arena_model, item))
-    pbar = _group_sum(p, to_item) / np.maximum(n_q, 1)
-    mu = zbar[item] + fit.gamma[d][:, None] * (p - pbar[:, item])
-    sd = fit.sigma[d][:, None] * np.sqrt(1.0 - 1.0 / n_q[item])
+    p = _sigmoid(fit.eta(d, ds.arena_model, item).astype(np.float64))
+    pbar = (to_item @ p.T).T / np.maximum(n_q, 1)
+    mu = zbar[item] + fit.gamma[d].astype(np.float64)[:, None] * (p - pbar[:, item])
+    sd = fit.sigma[d].astype(np.float64)[:, None] * np.sqrt(1.0 - 1.0 / n_q[item])
     return mu, sd
 
 
-def _arena_reward_cells(fit: _Fit, draws: np.ndarray) -> _Cells:
+def _reward_pass(fit: _Fit, draws: np.ndarray, rng) -> _ArenaPass:
+    """The reward likelihood's cells (normalised rewards), prompt fit and model replicates.
+
+    Prompt discrepancy: the sum of squared within-prompt residuals over ``sigma_d^2``
+    (``sd = sigma sqrt(1 - 1/n)`` is the residual's own sd), ``k = n_q - 1``.
+    """
     ds = fit.dataset
     z = ds.arena_z.astype(np.float64)
-    s1 = np.zeros(len(z))
-    s2 = np.zeros(len(z))
-    sv = np.zeros(len(z))
-    upper = np.zeros(len(z))
+    n_items, n_draw = ds.n_items, len(draws)
+    to_item = _group_matrix(ds.arena_item, n_items)
+    to_model = _group_matrix(ds.arena_model, ds.n_models)
+    n_q = np.bincount(ds.arena_item, minlength=n_items).astype(np.float64)
+    dof = np.maximum(n_q - 1.0, 0.0)
+    s1, s2, sv, upper = (np.zeros(len(z)) for _ in range(4))
+    discrepancy = np.zeros((n_items, n_draw))
+    done = 0
     for d in _chunks(draws, len(z)):
         mu, sd = _reward_stats(fit, d)
         s1 += mu.sum(axis=0)
         s2 += (mu**2).sum(axis=0)
         sv += (sd**2).sum(axis=0)
-        upper += special.ndtr((mu - z) / np.maximum(sd, _EPS)).sum(axis=0)
-    n = len(draws)
-    mean = s1 / n
-    var = np.clip(s2 / n - mean**2, 0.0, None) + sv / n
-    upper /= n
-    return _Cells(
+        scaled = (z - mu) / np.maximum(sd, _EPS)
+        upper += special.ndtr(-scaled).sum(axis=0)
+        discrepancy[:, done : done + len(d)] = (to_item @ (scaled**2).T) * (
+            dof / np.maximum(n_q, 1.0)
+        )[:, None]
+        done += len(d)
+    mean = s1 / n_draw
+    var = np.clip(s2 / n_draw - mean**2, 0.0, None) + sv / n_draw
+    upper /= n_draw
+    cells = _Cells(
         model=ds.arena_model,
         item=ds.arena_item,
         observed=z,
         expected=mean,
         residual=(z - mean) / np.sqrt(np.maximum(var, _EPS)),
-        upper=upper,
-        lower=1.0 - upper,
+        ppp=np.minimum(upper, 1.0 - upper),
         used=np.ones(len(z), dtype=bool),
     )
-
-
-def _all_cells(fit: _Fit, draws: np.ndarray, dispersion: float | None):
-    """Cell checks of every kind fitted, and the arena dispersion used (NaN if none)."""
-    parts = {}
-    phi = np.nan
-    if fit.use_static:
-        parts["static"] = _static_cells(fit, draws)
-    if fit.arena in ("pairs", "bt"):
-        moments = _pair_moments(fit, draws)
-        phi = _dispersion(fit, moments, dispersion)
-        parts["arena"] = _arena_pair_cells(fit, draws, phi, moments)
-    elif fit.arena == "reward":
-        parts["arena"] = _arena_reward_cells(fit, draws)
-    return parts, phi
-
-
-def _cell_table(fit: _Fit, parts: dict) -> pd.DataFrame:
-    ds = fit.dataset
-    frames = []
-    for kind, c in parts.items():
-        u = c.used
-        ppp = np.minimum(c.upper[u], c.lower[u])
-        frames.append(
-            pd.DataFrame(
-                {
-                    "model": ds.models[c.model[u]],
-                    "item": ds.items[c.item[u]],
-                    "kind": kind,
-                    "observed": c.observed[u],
-                    "expected": c.expected[u],
-                    "residual": c.residual[u],
-                    "ppp": ppp,
-                    "p_value": np.minimum(1.0, 2.0 * ppp),
-                }
-            )
+    item_ppp, rho = _prompt_ppp(fit, discrepancy, dof)
+    rep = _replicate_index(draws)
+    count = np.bincount(ds.arena_model, minlength=ds.n_models).astype(np.float64)
+    reps = np.zeros((len(rep), ds.n_models))
+    done = 0
+    for d in _chunks(rep, len(z)):
+        mu, sd = _reward_stats(fit, d)
+        sim = mu + sd * rng.standard_normal(mu.shape)
+        reps[done : done + len(d)] = (to_model @ sim.T).T
+        done += len(d)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _ArenaPass(
+            cells=cells,
+            phi=float("nan"),
+            item_ppp=item_ppp,
+            rho=rho,
+            model_observed=(to_model @ z) / count,
+            model_reps=reps / count,
+            model_count=count,
+            pair_mean=None,
+            n_draws=n_draw,
         )
+
+
+class _Checks:
+    """The checks of one run, each computed at most once and shared by the public functions.
+
+    The posterior draws used are a seeded subset of at most ``max_draws``; each pass then
+    keeps as many of them (evenly spaced) as :func:`_budget` allows for its size. Each
+    pass has its own random stream derived from ``seed``, so a table does not depend on
+    which other tables were computed first.
+    """
+
+    def __init__(self, idata, dataset, pairs, *, seed, max_draws, bb_ratio, tie_ratio, dispersion):
+        self.idata, self.dataset = idata, dataset
+        self.options = (seed, max_draws, dispersion)
+        self.fit = _resolve(idata, dataset, pairs, bb_ratio, tie_ratio)
+        self.draws = _select_draws(self.fit.n_draws, max_draws, np.random.default_rng(seed))
+        self._seed = seed
+        self._static: _StaticPass | None = None
+        self._arena: _ArenaPass | None = None
+
+    def matches(self, idata, dataset, seed, max_draws, dispersion) -> bool:
+        """Whether these checks were computed for the same run, data and options."""
+        return (
+            idata is self.idata
+            and dataset is self.dataset
+            and self.options == (seed, max_draws, dispersion)
+        )
+
+    def static(self, replicate: bool = True) -> _StaticPass | None:
+        if not self.fit.use_static:
+            return None
+        if self._static is None or (replicate and self._static.item_ppp is None):
+            n_cells = len(self.fit.dataset.static_y)
+            draws = _budget(self.draws, n_cells)
+            rng = np.random.default_rng([self._seed, 1]) if replicate else None
+            self._static = _static_pass(self.fit, draws, rng)
+        return self._static
+
+    def arena(self) -> _ArenaPass | None:
+        if self.fit.arena is None:
+            return None
+        if self._arena is None:
+            n_cells = len(self.fit.dataset.arena_z)
+            width = n_cells
+            if self.fit.decisive is not None:
+                width = max(self.fit.decisive.n_pairs, n_cells)
+            draws = _budget(self.draws, width, store=n_cells)
+            rng = np.random.default_rng([self._seed, 2])
+            self._arena = _arena_pass(self.fit, draws, rng, self.options[2])
+        return self._arena
+
+    def cells(self) -> tuple[pd.DataFrame, tuple]:
+        """The table of :func:`anomalies` and its rows' (model, item) codes."""
+        parts = {}
+        static = self.static(replicate=False)
+        if static is not None:
+            parts["static"] = static.cells
+        arena = self.arena()
+        if arena is not None:
+            parts["arena"] = arena.cells
+        table, codes = _cell_table(self.fit, parts)
+        table.attrs["arena_dispersion"] = arena.phi if arena is not None else np.nan
+        return table, codes
+
+
+def _cell_table(fit: _Fit, parts: dict) -> tuple[pd.DataFrame, tuple]:
+    """The cell table, most surprising first, and its rows' (model, item) codes."""
+    ds = fit.dataset
     columns = ["model", "item", "kind", "observed", "expected", "residual", "ppp", "p_value"]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    table["q_value"] = bh_qvalues(table["p_value"].to_numpy(dtype=np.float64))
-    order = np.lexsort(
-        (-np.abs(table["residual"].to_numpy(dtype=np.float64)), table["p_value"].to_numpy())
+    if not parts:
+        table = pd.DataFrame(columns=columns)
+        table["q_value"] = bh_qvalues(np.zeros(0))
+        empty = np.zeros(0, dtype=np.int64)
+        return table, (empty, empty)
+    u = [c.used for c in parts.values()]
+
+    def cat(name):
+        return np.concatenate(
+            [getattr(c, name)[k] for c, k in zip(parts.values(), u, strict=True)]
+        )
+
+    ppp = cat("ppp")
+    p_value = np.minimum(1.0, 2.0 * ppp)
+    residual = cat("residual")
+    order = np.lexsort((-np.abs(residual), p_value))
+    model, item = cat("model")[order], cat("item")[order]
+    kinds = np.array(list(parts), dtype=object)
+    kind = np.repeat(kinds, [int(k.sum()) for k in u])[order]
+    table = pd.DataFrame(
+        {
+            "model": ds.models[model],
+            "item": ds.items[item],
+            "kind": kind,
+            "observed": cat("observed")[order],
+            "expected": cat("expected")[order],
+            "residual": residual[order],
+            "ppp": ppp[order],
+            "p_value": p_value[order],
+        }
     )
-    return table.iloc[order].reset_index(drop=True)
+    table["q_value"] = bh_qvalues(p_value[order])
+    return table, (model, item)
 
 
 def anomalies(
@@ -524,7 +855,8 @@ def anomalies(
         Seed of the :class:`numpy.random.Generator` that picks the draws used when the run
         has more than ``max_draws``.
     max_draws : int
-        Largest number of posterior draws used.
+        Largest number of posterior draws used (fewer when the data are large: at most
+        :data:`CHECK_ELEMENTS` cell or pair evaluations per kind of data).
     bb_ratio, tie_ratio : float
         Distillation quantiles when ``pairs`` is recomputed: pass the run's
         ``diagnostics["config"]`` values.
@@ -554,145 +886,14 @@ def anomalies(
     >>> table = anomalies(result.idata, result.dataset, result.pairs)  # doctest: +SKIP
     >>> table[table.q_value < 0.05]  # doctest: +SKIP
     """
-    rng = np.random.default_rng(seed)
-    fit = _resolve(idata, dataset, pairs, bb_ratio, tie_ratio)
-    draws = _select_draws(fit.n_draws, max_draws, rng)
-    parts, phi = _all_cells(fit, draws, dispersion)
-    table = _cell_table(fit, parts)
-    table.attrs["arena_dispersion"] = phi
-    return table
+    checks = _Checks(
+        idata, dataset, pairs, seed=seed, max_draws=max_draws, bb_ratio=bb_ratio,
+        tie_ratio=tie_ratio, dispersion=dispersion,
+    )  # fmt: skip
+    return checks.cells()[0]
 
 
 # ----------------------------------------------------------------------------- items
-@dataclass(frozen=True, eq=False)
-class _StaticReplicates:
-    """What replicated static data sets give (see :func:`_static_replicates`)."""
-
-    item_ppp: np.ndarray  # (Q,), NaN for non-static items
-    item_hist: np.ndarray  # (Q_static, M + 1): replicated correct counts per static item
-    model_correct: np.ndarray  # (n_rep, M): replicated correct answers per model
-    mean_p: np.ndarray  # (S,): posterior mean of p over the replicates' draws
-    n_rep: int
-
-
-def _static_replicates(fit: _Fit, rep: np.ndarray, rng: np.random.Generator):
-    """Replicate static labels once per entry of ``rep`` (a draw index).
-
-    Gives the deviance item-fit ppp (mid-p: ``P(D_rep > D_obs) + P(D_rep = D_obs) / 2``
-    with ``D = -2 log p(y | theta)`` summed over the item's cells), histograms of
-    replicated correct counts per static item, replicated correct counts per model and
-    the posterior mean of each cell's ``p``.
-    """
-    ds = fit.dataset
-    y = ds.static_y.astype(np.float64)
-    n_items, n_models = ds.n_items, ds.n_models
-    static_items = ds.static_items
-    col = np.full(n_items, -1)
-    col[static_items] = np.arange(len(static_items))
-    to_item = _incidence(ds.static_item, n_items)
-    to_model = _incidence(ds.static_model, n_models)
-    greater = np.zeros(n_items)
-    equal = np.zeros(n_items)
-    hist = np.zeros(len(static_items) * (n_models + 1), dtype=np.int64)
-    model_correct = np.zeros((len(rep), n_models))
-    total_p = np.zeros(len(y))
-    done = 0
-    for d in _chunks(rep, len(y)):
-        eta = fit.eta(d, ds.static_model, ds.static_item)
-        log_p, log_q = _log_expit(eta), _log_expit(-eta)
-        p = np.exp(log_p)
-        total_p += p.sum(axis=0)
-        y_rep = rng.random(eta.shape) < p
-        ll_obs = _group_sum(y * log_p + (1.0 - y) * log_q, to_item)
-        ll_rep = _group_sum(np.where(y_rep, log_p, log_q), to_item)
-        tol = 1e-9 * (1.0 + np.abs(ll_obs))
-        greater += (ll_rep < ll_obs - tol).sum(axis=0)
-        equal += (np.abs(ll_rep - ll_obs) <= tol).sum(axis=0)
-        counts = _group_sum(y_rep.astype(np.float64), to_item)[:, static_items]
-        key = np.arange(len(static_items)) * (n_models + 1) + np.rint(counts).astype(np.int64)
-        hist += np.bincount(key.ravel(), minlength=hist.size)
-        model_correct[done : done + len(d)] = _group_sum(y_rep.astype(np.float64), to_model)
-        done += len(d)
-    n_rep = len(rep)
-    ppp = np.full(n_items, np.nan)
-    ppp[static_items] = ((greater + 0.5 * equal) / n_rep)[static_items]
-    return _StaticReplicates(
-        item_ppp=ppp,
-        item_hist=hist.reshape(len(static_items), n_models + 1),
-        model_correct=model_correct,
-        mean_p=total_p / n_rep,
-        n_rep=n_rep,
-    )
-
-
-def _arena_discrepancies(fit: _Fit, draws: np.ndarray, cells: _Cells, phi: float):
-    """Degrees of freedom per item and, chunk by chunk, each prompt's discrepancy.
-
-    Pairs: ``D = sum (W - E_d)^2 / (phi V_d)`` over the prompt's cells with decisive pairs,
-    ``k`` their number (replicated cells: independent normal soft-win counts). Reward:
-    ``D`` is the sum of squared within-prompt residuals over ``sigma_d^2``, ``k = n_q - 1``.
-    Returns ``(k, chunks)`` with ``chunks`` yielding arrays of shape (chunk, Q).
-    """
-    ds = fit.dataset
-    n_items = ds.n_items
-    if fit.arena == "reward":
-        z = ds.arena_z.astype(np.float64)
-        to_item = _incidence(ds.arena_item, n_items)
-        n_q = np.bincount(ds.arena_item, minlength=n_items).astype(np.float64)
-        dof = np.maximum(n_q - 1.0, 0.0)
-
-        def chunks():
-            for d in _chunks(draws, len(z)):
-                mu, sd = _reward_stats(fit, d)
-                # sd = sigma sqrt(1 - 1/n) is the residual's own sd
-                scaled = ((z - mu) / np.maximum(sd, _EPS)) ** 2
-                yield _group_sum(scaled, to_item) * dof / np.maximum(n_q, 1.0)
-
-        return dof, chunks()
-    dec = fit.decisive
-    used = cells.used.astype(np.float64)
-    to_item = _incidence(ds.arena_item, n_items, weights=used)
-    dof = np.bincount(ds.arena_item, weights=used, minlength=n_items)
-    w = dec.observed
-
-    def chunks():
-        for d in _chunks(draws, max(dec.n_pairs, len(w))):
-            e, v = _pair_cell_stats(fit, d)
-            yield _group_sum((w - e) ** 2 / (phi * np.clip(v, _EPS, None)), to_item)
-
-    return dof, chunks()
-
-
-def _arena_item_ppp(
-    fit: _Fit, draws: np.ndarray, cells: _Cells, phi: float
-) -> tuple[np.ndarray, float]:
-    """Arena prompt fit: ``mean_draws P(rho chi2_{k / rho} >= D)`` (see ``docs/outputs.md``).
-
-    ``D`` has mean ``k`` under the model, but prompts differ in how noisy their rewards are,
-    which spreads ``D`` more than ``chi2_k`` would. ``rho >= 1`` (Satterthwaite) matches
-    the spread seen across prompts: ``rho = sum (Dbar_q - k_q)^2 / sum 2 k_q`` with
-    ``Dbar_q`` the posterior mean discrepancy, floored at 1 (never more liberal than
-    ``chi2_k``). Returns the ppp per item (NaN for non-arena items and prompts without
-    cells to compare) and ``rho`` (NaN without arena data).
-    """
-    n_items = fit.dataset.n_items
-    out = np.full(n_items, np.nan)
-    if fit.arena is None:
-        return out, float("nan")
-    arena = np.zeros(n_items, dtype=bool)
-    arena[fit.dataset.arena_items] = True
-    dof, chunks = _arena_discrepancies(fit, draws, cells, phi)
-    mean = sum(c.sum(axis=0) for c in chunks) / len(draws)
-    ok = arena & (dof > 0)
-    denom = 2.0 * dof[ok].sum()
-    rho = max(1.0, float(((mean[ok] - dof[ok]) ** 2).sum() / denom)) if denom > 0 else 1.0
-    _, chunks = _arena_discrepancies(fit, draws, cells, phi)
-    k = np.maximum(dof, 1.0) / rho
-    total = sum(stats.chi2.sf(c / rho, k).sum(axis=0) for c in chunks)
-    out[ok] = (total / len(draws))[ok]
-    return out, rho
-
-
 def item_table(
     idata,
     dataset: Dataset,
@@ -704,6 +905,7 @@ def item_table(
     bb_ratio: float = DEFAULT_BB_RATIO,
     tie_ratio: float = DEFAULT_TIE_RATIO,
     dispersion: float | None = None,
+    ppc: PPC | None = None,
 ) -> pd.DataFrame:
     """One row per item: difficulty, discrimination, information, fit and flags.
 
@@ -720,12 +922,16 @@ def item_table(
     seed : int
         Seed of the generator for the draw subset and the replicated static labels.
     max_draws : int
-        Largest number of posterior draws used for the fit checks (the parameter
-        summaries use every draw).
+        Largest number of posterior draws used for the fit checks (fewer for large data,
+        see :func:`anomalies`; the parameter summaries use every draw).
     bb_ratio, tie_ratio : float
         Distillation quantiles when ``pairs`` is recomputed.
     dispersion : float, optional
         Arena dispersion (see :func:`anomalies`).
+    ppc : PPC, optional
+        A :func:`posterior_predictive` result of the same ``idata`` and ``dataset`` objects
+        with the same ``seed``, ``max_draws`` and ``dispersion``: its item-fit checks are
+        reused instead of computed again (ignored when any of these differ).
 
     Returns
     -------
@@ -750,36 +956,49 @@ def item_table(
     >>> items = item_table(result.idata, result.dataset, pairs=result.pairs)  # doctest: +SKIP
     >>> items[items["flags"].str.contains("misfit")]  # doctest: +SKIP
     """
-    rng = np.random.default_rng(seed)
-    fit = _resolve(idata, dataset, pairs, bb_ratio, tie_ratio)
+    if (
+        ppc is not None
+        and ppc.checks is not None
+        and ppc.checks.matches(idata, dataset, seed, max_draws, dispersion)
+    ):
+        checks = ppc.checks
+    else:
+        checks = _Checks(
+            idata, dataset, pairs, seed=seed, max_draws=max_draws, bb_ratio=bb_ratio,
+            tie_ratio=tie_ratio, dispersion=dispersion,
+        )  # fmt: skip
+    fit = checks.fit
     ds = fit.dataset
     n = fit.n_draws
     nan_q = np.full(ds.n_items, np.nan)
-    b_mean = b_lo = b_hi = a_mean = a_lo = a_hi = info = nan_q
+    b_mean, b_lo, b_hi, a_mean, a_lo, a_hi, info = (nan_q.copy() for _ in range(7))
     if fit.b is not None:
-        b = fit.b - fit.theta.mean(axis=1, keepdims=True)
-        b_mean = b.mean(axis=0)
-        b_lo, b_hi = interval(b, ci)
-        a = fit.a if fit.a is not None else np.ones_like(b)
-        a_mean = a.mean(axis=0)
-        a_lo, a_hi = interval(a, ci)
-        mid = np.median(fit.theta, axis=1, keepdims=True)
-        eta = a * (mid - fit.b)
-        info = (a**2 * _expit(eta) * _expit(-eta)).mean(axis=0)
+        shift = fit.theta.mean(axis=1, dtype=np.float64).astype(np.float32)[:, None]
+        mid = np.median(fit.theta, axis=1)[:, None]
+        step = max(1, CHUNK_ELEMENTS // max(n, 1))
+        for start in range(0, ds.n_items, step):
+            cols = slice(start, start + step)
+            b = fit.b[:, cols]
+            centred = b - shift
+            b_mean[cols] = centred.mean(axis=0, dtype=np.float64)
+            b_lo[cols], b_hi[cols] = interval(centred, ci)
+            a = fit.a[:, cols] if fit.a is not None else np.ones_like(b)
+            a_mean[cols] = a.mean(axis=0, dtype=np.float64)
+            a_lo[cols], a_hi[cols] = interval(a, ci)
+            p = _sigmoid(a * (mid - b))
+            info[cols] = (a**2 * p * (1.0 - p)).mean(axis=0, dtype=np.float64)
 
-    draws = _select_draws(n, max_draws, rng)
     ppp = nan_q.copy()
     phi = rho = float("nan")
-    if fit.use_static:
-        rep = _static_replicates(fit, _replicate_index(draws), rng)
-        ppp = np.where(np.isnan(rep.item_ppp), ppp, rep.item_ppp)
-    if fit.arena is not None:
-        parts, phi = _all_cells(fit, draws, dispersion)
-        arena_ppp, rho = _arena_item_ppp(fit, draws, parts["arena"], phi)
+    static = checks.static()
+    if static is not None:
+        ppp = np.where(np.isnan(static.item_ppp), ppp, static.item_ppp)
+    arena_pass = checks.arena()
+    if arena_pass is not None:
+        phi, rho = arena_pass.phi, arena_pass.rho
         arena = ds.item_kind == "arena"
-        ppp[arena] = arena_ppp[arena]
+        ppp[arena] = arena_pass.item_ppp[arena]
 
-    frame = ds.item_frame()
     n_static = np.bincount(ds.static_item, minlength=ds.n_items)
     n_arena = np.bincount(ds.arena_item, minlength=ds.n_items)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -796,13 +1015,6 @@ def item_table(
     else:
         low = np.zeros(ds.n_items, dtype=bool)
     misfit = (ppp < MISFIT_PPP) | (ppp > 1.0 - MISFIT_PPP)
-    flags = np.char.add(
-        np.char.add(
-            np.where(no_signal, "no_signal;", ""), np.where(low, "low_discrimination;", "")
-        ),
-        np.where(misfit, "misfit;", ""),
-    )
-    flags = np.char.rstrip(flags, ";").astype(object)
     table = pd.DataFrame(
         {
             "item": ds.items,
@@ -816,15 +1028,26 @@ def item_table(
             "a_lo": a_lo,
             "a_hi": a_hi,
             "observed": observed,
-            "n_models": frame["n_models"].to_numpy(),
+            "n_models": n_static + n_arena,
             "information": info,
             "ppp": ppp,
-            "flags": flags,
+            "flags": _flags({"no_signal": no_signal, "low_discrimination": low, "misfit": misfit}),
             "ci": ci if n > 1 else np.nan,
         }
     )
     table.attrs.update(arena_dispersion=phi, arena_item_overdispersion=rho)
     return table
+
+
+def _flags(flags: dict) -> np.ndarray:
+    """``;``-joined names of the flags set for each row (an empty string for none)."""
+    names = list(flags)
+    code = sum(np.asarray(v, dtype=np.int64) << k for k, v in enumerate(flags.values()))
+    labels = np.array(
+        [";".join(n for k, n in enumerate(names) if c >> k & 1) for c in range(1 << len(names))],
+        dtype=object,
+    )
+    return labels[code]
 
 
 def _no_signal(fit: _Fit) -> np.ndarray:
@@ -845,6 +1068,8 @@ def _no_signal(fit: _Fit) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- PPC
+
+
 @dataclass(frozen=True, eq=False)
 class PPC:
     """Posterior-predictive checks of a run (see :func:`posterior_predictive`).
@@ -871,6 +1096,9 @@ class PPC:
         The full cell table of :func:`anomalies`.
     summary : dict
         Plain numbers for ``diagnostics.json`` (NaN written as None).
+    checks : object
+        The computed checks, reused by :func:`item_table` (``ppc=``); not part of the
+        results.
     """
 
     models: pd.DataFrame
@@ -881,6 +1109,7 @@ class PPC:
     item_misfit: pd.DataFrame
     anomalies: pd.DataFrame
     summary: dict
+    checks: object = field(default=None, repr=False)
 
 
 def calibration_table(predicted, observed, bins: int = CALIBRATION_BINS) -> pd.DataFrame:
@@ -928,52 +1157,37 @@ def calibration_error(table: pd.DataFrame) -> float:
     return float(np.sum(np.where(n > 0, n * np.nan_to_num(gap), 0.0)) / n.sum())
 
 
-def _misfit_table(cells: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    flagged = cells["q_value"] < FLAG_Q
-    grouped = cells.assign(flagged=flagged, abs_residual=cells["residual"].abs()).groupby(
-        by, sort=False
-    )
-    table = grouped.agg(
-        n_cells=("flagged", "size"),
-        n_flagged=("flagged", "sum"),
-        mean_abs_residual=("abs_residual", "mean"),
-        min_ppp=("ppp", "min"),
-    ).reset_index()
-    table["n_flagged"] = table["n_flagged"].astype(int)
-    table.insert(len(by) + 2, "share_flagged", table["n_flagged"] / table["n_cells"])
+def _misfit_table(cells: pd.DataFrame, codes: np.ndarray, labels: dict) -> pd.DataFrame:
+    """Per group of cells (``codes`` of the table's rows): counts of flagged cells, worst first.
+
+    ``labels`` maps the group columns to label arrays indexed by code. Groups are listed
+    in order of their first row in the table, then sorted by the number of flagged cells
+    (descending) and the smallest ppp (stable).
+    """
+    n_groups = max(len(v) for v in labels.values())
+    flagged = (cells["q_value"].to_numpy(dtype=np.float64) < FLAG_Q).astype(np.float64)
+    abs_res = np.abs(cells["residual"].to_numpy(dtype=np.float64))
+    ppp = cells["ppp"].to_numpy(dtype=np.float64)
+    n_cells = np.bincount(codes, minlength=n_groups)
+    first = np.full(n_groups, len(codes))
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    min_ppp = np.full(n_groups, np.inf)
+    np.minimum.at(min_ppp, codes, ppp)
+    present = np.flatnonzero(n_cells > 0)
+    present = present[np.argsort(first[present], kind="stable")]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = pd.DataFrame(
+            {
+                **{name: values[present] for name, values in labels.items()},
+                "n_cells": n_cells[present],
+                "n_flagged": np.bincount(codes, flagged, n_groups)[present].astype(int),
+                "mean_abs_residual": (np.bincount(codes, abs_res, n_groups) / n_cells)[present],
+                "min_ppp": min_ppp[present],
+            }
+        )
+    table.insert(len(labels) + 2, "share_flagged", table["n_flagged"] / table["n_cells"])
     order = np.lexsort((table["min_ppp"].to_numpy(), -table["n_flagged"].to_numpy()))
     return table.iloc[order].reset_index(drop=True)
-
-
-def _arena_model_replicates(fit: _Fit, draws: np.ndarray, rng, phi: float):
-    """Observed and replicated arena statistic per model: (observed (M,), reps (n, M), n)."""
-    ds = fit.dataset
-    m = ds.n_models
-    rep = _replicate_index(draws)
-    to_model = _incidence(ds.arena_model, m)
-    out = np.zeros((len(rep), m))
-    if fit.arena == "reward":
-        z = ds.arena_z.astype(np.float64)
-        count = np.bincount(ds.arena_model, minlength=m).astype(np.float64)
-        observed = np.bincount(ds.arena_model, weights=z, minlength=m)
-        done = 0
-        for d in _chunks(rep, len(z)):
-            mu, sd = _reward_stats(fit, d)
-            sim = mu + sd * rng.standard_normal(mu.shape)
-            out[done : done + len(d)] = _group_sum(sim, to_model)
-            done += len(d)
-    else:
-        dec = fit.decisive
-        count = np.bincount(ds.arena_model, weights=dec.n_cell, minlength=m).astype(np.float64)
-        observed = np.bincount(ds.arena_model, weights=dec.observed, minlength=m)
-        done = 0
-        for d in _chunks(rep, max(dec.n_pairs, len(dec.observed))):
-            e, v = _pair_cell_stats(fit, d)
-            mean, var = _group_sum(e, to_model), _group_sum(v, to_model)
-            out[done : done + len(d)] = mean + np.sqrt(phi * var) * rng.standard_normal(mean.shape)
-            done += len(d)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return observed / count, out / count, count
 
 
 def posterior_predictive(
@@ -1003,9 +1217,10 @@ def posterior_predictive(
     seed : int
         Seed of the generator for the draw subset and the replicated data.
     max_draws : int
-        Largest number of posterior draws used; at least :data:`MIN_REPLICATES` replicated
-        data sets are drawn (several per draw for short runs; for MAP it is a plug-in
-        check at the point estimate).
+        Largest number of posterior draws used (fewer for large data, see
+        :func:`anomalies`); at least :data:`MIN_REPLICATES` replicated data sets are drawn
+        (several per draw for short runs; for MAP it is a plug-in check at the point
+        estimate).
     bb_ratio, tie_ratio : float
         Distillation quantiles when ``pairs`` is recomputed.
     dispersion : float, optional
@@ -1019,20 +1234,24 @@ def posterior_predictive(
         interval), ``share_models_outside_static``, ``share_models_outside_arena``,
         ``share_items_outside``, ``calibration_error_static``, ``calibration_error_arena``,
         ``arena_dispersion``, ``arena_statistic``, ``cells``, ``flagged_cells``,
-        ``flag_q``, ``draws``, ``replicates`` and ``ci``.
+        ``flag_q``, ``draws`` (the most posterior draws any check used), ``draws_static``,
+        ``draws_arena``, ``replicates`` and ``ci``.
 
     Examples
     --------
     >>> ppc = posterior_predictive(result.idata, result.dataset, result.pairs)  # doctest: +SKIP
     >>> ppc.summary["share_models_outside"]  # doctest: +SKIP
     """
-    rng = np.random.default_rng(seed)
-    fit = _resolve(idata, dataset, pairs, bb_ratio, tie_ratio)
+    checks = _Checks(
+        idata, dataset, pairs, seed=seed, max_draws=max_draws, bb_ratio=bb_ratio,
+        tie_ratio=tie_ratio, dispersion=dispersion,
+    )  # fmt: skip
+    fit = checks.fit
     ds = fit.dataset
-    draws = _select_draws(fit.n_draws, max_draws, rng)
-    parts, phi = _all_cells(fit, draws, dispersion)
-    cells = _cell_table(fit, parts)
-    cells.attrs["arena_dispersion"] = phi
+    static = checks.static()
+    arena = checks.arena()
+    cells, (cell_model, cell_item) = checks.cells()
+    phi = arena.phi if arena is not None else float("nan")
     m = ds.n_models
     nan_m = np.full(m, np.nan)
 
@@ -1041,13 +1260,11 @@ def posterior_predictive(
         columns=["item", "source", "domain", "observed", "rep_mean", "rep_lo", "rep_hi",
                  "outside", "n_models", "ci"]
     )  # fmt: skip
-    n_rep = len(_replicate_index(draws))
-    if fit.use_static:
-        rep = _static_replicates(fit, _replicate_index(draws), rng)
+    if static is not None:
         n_static = np.bincount(ds.static_model, minlength=m).astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             acc_obs = np.bincount(ds.static_model, weights=ds.static_y, minlength=m) / n_static
-            acc_rep = rep.model_correct / n_static
+            acc_rep = static.model_correct / n_static
         # accuracies are discrete: an interval end is an attainable value
         lo, hi = np.quantile(acc_rep, [(1 - ci) / 2, (1 + ci) / 2], axis=0, method="inverted_cdf")
         models.update(
@@ -1061,10 +1278,10 @@ def posterior_predictive(
         sidx = ds.static_items
         n_q = np.bincount(ds.static_item, minlength=ds.n_items)[sidx].astype(np.float64)
         correct = np.bincount(ds.static_item, weights=ds.static_y, minlength=ds.n_items)[sidx]
-        clo, chi = _hist_interval(rep.item_hist, ci)
+        clo, chi = _hist_interval(static.item_hist, ci)
         counts = np.arange(m + 1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            rep_mean = (rep.item_hist @ counts) / rep.item_hist.sum(axis=1) / n_q
+            rep_mean = (static.item_hist @ counts) / static.item_hist.sum(axis=1) / n_q
             items = pd.DataFrame(
                 {
                     "item": ds.items[sidx],
@@ -1079,7 +1296,7 @@ def posterior_predictive(
                     "ci": ci,
                 }
             )
-        cal_static = calibration_table(rep.mean_p, ds.static_y)
+        cal_static = calibration_table(static.mean_p, ds.static_y)
     else:
         models.update(
             static_observed=nan_m, static_rep_mean=nan_m, static_rep_lo=nan_m,
@@ -1088,9 +1305,9 @@ def posterior_predictive(
         cal_static = calibration_table([], [])
 
     statistic = None
-    if fit.arena is not None:
+    if arena is not None:
         statistic = "mean_reward_z" if fit.arena == "reward" else "win_share"
-        obs, reps, count = _arena_model_replicates(fit, draws, rng, phi)
+        obs, reps = arena.model_observed, arena.model_reps
         lo, hi = np.quantile(reps, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
         models.update(
             arena_observed=obs,
@@ -1098,18 +1315,15 @@ def posterior_predictive(
             arena_rep_lo=lo,
             arena_rep_hi=hi,
             arena_outside=(obs < lo) | (obs > hi),
-            n_arena=count.astype(int),
+            n_arena=arena.model_count.astype(int),
         )
     else:
         models.update(
             arena_observed=nan_m, arena_rep_mean=nan_m, arena_rep_lo=nan_m,
             arena_rep_hi=nan_m, arena_outside=np.zeros(m, bool), n_arena=np.zeros(m, int),
         )  # fmt: skip
-    if fit.arena in ("pairs", "bt"):
-        total = np.zeros(fit.decisive.n_pairs)
-        for d in _chunks(draws, max(fit.decisive.n_pairs, 1)):
-            total += fit.pair_prob(d).sum(axis=0)
-        cal_arena = calibration_table(total / len(draws), fit.decisive.t)
+    if arena is not None and arena.pair_mean is not None:
+        cal_arena = calibration_table(arena.pair_mean, fit.decisive.t)
     else:
         cal_arena = calibration_table([], [])
     models = pd.DataFrame(models)
@@ -1124,10 +1338,15 @@ def posterior_predictive(
         return float(flags[mask].mean()) if mask.any() else float("nan")
 
     flagged = int((cells["q_value"] < FLAG_Q).sum())
+    draws_static = static.n_draws if static is not None else 0
+    draws_arena = arena.n_draws if arena is not None else 0
     summary = {
         "ci": ci,
-        "draws": len(draws),
-        "replicates": n_rep,
+        "draws": max(draws_static, draws_arena),
+        "draws_static": draws_static,
+        "draws_arena": draws_arena,
+        "replicates": max(static.n_rep if static is not None else 0, len(arena.model_reps)
+                          if arena is not None else 0),
         "share_models_outside": share(out_static | out_arena, has_static | has_arena),
         "share_models_outside_static": share(out_static, has_static),
         "share_models_outside_arena": share(out_arena, has_arena),
@@ -1139,15 +1358,18 @@ def posterior_predictive(
         "cells": len(cells),
         "flagged_cells": flagged,
         "flag_q": FLAG_Q,
-    }
+    }  # fmt: skip
     summary = {k: _nan_to_none(v) for k, v in summary.items()}
     return PPC(
         models=models,
         items=items,
         calibration_static=cal_static,
         calibration_arena=cal_arena,
-        model_misfit=_misfit_table(cells, ["model"]),
-        item_misfit=_misfit_table(cells, ["item", "kind"]),
+        model_misfit=_misfit_table(cells, cell_model, {"model": ds.models}),
+        item_misfit=_misfit_table(
+            cells, cell_item, {"item": ds.items, "kind": ds.item_kind.astype(object)}
+        ),
         anomalies=cells,
         summary=summary,
+        checks=checks,
     )

@@ -31,6 +31,9 @@ POINT = "#1f3b5c"
 BAD = "#c0392b"
 BAND = "#eef1f5"
 LABEL_CHARS = 42
+#: Most points (items, models) drawn in one scatter panel; beyond it a seeded random
+#: subset is drawn (points outside their interval first) and the title says how many.
+MAX_POINTS = 3000
 
 
 def short(label, n: int = LABEL_CHARS) -> str:
@@ -73,6 +76,27 @@ def _group_colour(k: int) -> str:
 
 def _finite(x) -> bool:
     return bool(np.all(np.isfinite(np.asarray(x, dtype=float))))
+
+
+def _subset(n: int, first=None, limit: int = MAX_POINTS) -> np.ndarray:
+    """Rows to draw: all ``n`` when at most ``limit``, else ``limit`` of them (sorted).
+
+    Rows in the boolean mask ``first`` are taken before the others; within each set the
+    choice is a seeded random sample, so a figure is the same every time it is drawn.
+    """
+    if n <= limit:
+        return np.arange(n)
+    rng = np.random.default_rng(0)
+    first = np.zeros(n, bool) if first is None else np.asarray(first, bool)
+    chosen = []
+    for rows in (np.flatnonzero(first), np.flatnonzero(~first)):
+        take = min(len(rows), limit - sum(len(c) for c in chosen))
+        chosen.append(rng.choice(rows, size=take, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+def _shown(n: int, shown: int) -> str:
+    return f"; {shown:,} of {n:,} shown" if shown < n else ""
 
 
 # --------------------------------------------------------------------------- abilities
@@ -173,10 +197,12 @@ def rank_heatmap(probs: pd.DataFrame) -> Figure:
                     fontsize=7,
                     color="white" if v > 0.35 else "#1a1a1a",
                 )
-    ax.set_xticks(np.arange(-0.5, k), minor=True)
-    ax.set_yticks(np.arange(-0.5, n), minor=True)
-    ax.grid(which="minor", color="white", lw=0.6 if max(n, k) <= 40 else 0.2)
-    ax.tick_params(which="minor", length=0)
+    # cell borders as two line collections (minor ticks would cost a tick object each)
+    lw = 0.6 if max(n, k) <= 40 else 0.2
+    ax.hlines(np.arange(0.5, n - 1), -0.5, k - 0.5, color="white", lw=lw)
+    ax.vlines(np.arange(0.5, k - 1), -0.5, n - 0.5, color="white", lw=lw)
+    ax.set_xlim(-0.5, k - 0.5)
+    ax.set_ylim(n - 0.5, -0.5)
     bar = fig.colorbar(image, ax=ax, shrink=min(1.0, 6.0 / max(fig.get_figheight(), 1)), pad=0.02)
     bar.set_label("posterior probability of the rank (square-root scale)")
     bar.set_ticks([0.0, 0.05, 0.2, 0.5, 1.0])
@@ -382,10 +408,11 @@ def difficulty_discrimination(items: pd.DataFrame) -> Figure:
     for k, group in enumerate(groups):
         ax = axes[k]
         sub = items[items["group"] == group]
+        drawn = sub.iloc[_subset(len(sub))]
         colour = _group_colour(k)
         ax.scatter(
-            sub["b_mean"],
-            sub["a_mean"],
+            drawn["b_mean"],
+            drawn["a_mean"],
             s=14,
             color=colour,
             alpha=0.8,
@@ -393,7 +420,11 @@ def difficulty_discrimination(items: pd.DataFrame) -> Figure:
             lw=0.3,
             zorder=3,
         )
-        ax.set_title(f"{short(group, 40)} ({len(sub)} items)", fontsize=10, loc="left")
+        ax.set_title(
+            f"{short(group, 40)} ({len(sub)} items{_shown(len(sub), len(drawn))})",
+            fontsize=10,
+            loc="left",
+        )
         ax.axhline(1.0, color="#999999", lw=0.7, ls=":")
         ax.grid(color="#ececec", lw=0.6)
         ax.set_axisbelow(True)
@@ -452,9 +483,16 @@ def _observed_vs_replicated(
     rep = table[mean].to_numpy(float)
     ok = np.isfinite(obs) & np.isfinite(rep)
     outside = np.zeros(len(table), bool)
+    n_rows = len(table)
+    drawn = np.zeros(n_rows, bool)
     if lo is not None and hi is not None:
         low, high = table[lo].to_numpy(float), table[hi].to_numpy(float)
-        has = np.isfinite(low) & np.isfinite(high) & ok
+        out_all = np.isfinite(low) & np.isfinite(high) & ok & ((obs < low) | (obs > high))
+        drawn[_subset(n_rows, out_all)] = True
+    else:
+        drawn[_subset(n_rows)] = True
+    if lo is not None and hi is not None:
+        has = np.isfinite(low) & np.isfinite(high) & ok & drawn
         if has.any():
             ax.vlines(
                 obs[has],
@@ -472,8 +510,8 @@ def _observed_vs_replicated(
         ax.plot([a - pad, b + pad], [a - pad, b + pad], color="#888888", lw=0.8, ls="--", zorder=0)
     size = 22 if len(table) <= 100 else 9
     ax.scatter(
-        obs[ok & ~outside],
-        rep[ok & ~outside],
+        obs[ok & ~outside & drawn],
+        rep[ok & ~outside & drawn],
         s=size,
         color=POINT,
         zorder=2,
@@ -508,6 +546,9 @@ def _observed_vs_replicated(
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel(f"observed {axis}")
     ax.set_ylabel(f"replicated {axis}")
+    shown = int(drawn.sum())
+    if shown < n_rows:
+        title = f"{title} ({shown:,} of {n_rows:,} shown)"
     ax.set_title(title, fontsize=10.5, loc="left")
     ax.grid(color="#ececec", lw=0.6)
     ax.set_axisbelow(True)

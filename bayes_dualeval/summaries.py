@@ -19,14 +19,38 @@ def draws_of(idata, name: str) -> np.ndarray:
     return values.reshape(-1, *values.shape[2:])
 
 
+#: Columns sorted at once by :func:`interval` (bounds its working memory).
+INTERVAL_BLOCK = 4096
+
+
 def interval(draws: np.ndarray, ci: float, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Equal-tailed interval of ``draws`` along ``axis`` (NaN with fewer than 2 draws)."""
-    if draws.shape[axis] < 2:
-        shape = np.delete(np.array(draws.shape), axis)
-        nan = np.full(tuple(shape), np.nan)
+    """Equal-tailed interval of ``draws`` along ``axis`` (NaN with fewer than 2 draws).
+
+    The quantiles are those of :func:`numpy.quantile` (linear interpolation between order
+    statistics), computed by sorting blocks of :data:`INTERVAL_BLOCK` columns at a time: a
+    contiguous sort is several times faster than a strided selection, and memory stays
+    bounded for wide arrays (tens of thousands of items).
+    """
+    draws = np.asarray(draws)
+    n = draws.shape[axis]
+    shape = tuple(np.delete(np.array(draws.shape, dtype=int), axis))
+    if n < 2:
+        nan = np.full(shape, np.nan)
         return nan, nan.copy()
-    lo, hi = np.quantile(draws, [(1 - ci) / 2, (1 + ci) / 2], axis=axis)
-    return lo, hi
+    columns = np.moveaxis(draws, axis, -1).reshape(-1, n)
+    lo = np.empty(len(columns))
+    hi = np.empty(len(columns))
+    pos = np.array([(1 - ci) / 2, (1 + ci) / 2]) * (n - 1)
+    below = np.clip(np.floor(pos).astype(int), 0, n - 2)
+    frac = pos - below
+    dtype = draws.dtype if np.issubdtype(draws.dtype, np.floating) else np.float64
+    for start in range(0, len(columns), INTERVAL_BLOCK):
+        block = np.array(columns[start : start + INTERVAL_BLOCK], dtype=dtype, order="C")
+        block.sort(axis=1)
+        for out, k, f in ((lo, below[0], frac[0]), (hi, below[1], frac[1])):
+            a, b = block[:, k].astype(np.float64), block[:, k + 1].astype(np.float64)
+            out[start : start + len(block)] = a + f * (b - a)
+    return lo.reshape(shape), hi.reshape(shape)
 
 
 def ranks(theta: np.ndarray) -> np.ndarray:
