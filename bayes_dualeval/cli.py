@@ -134,11 +134,37 @@ def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
     help="Probability that a (model, item) cell is missing.",
 )
 @click.option("--reward-noise", type=click.FloatRange(0), default=0.3, show_default=True)
+@click.option(
+    "--prompt-offset-sd",
+    type=click.FloatRange(0),
+    default=1.0,
+    show_default=True,
+    help="Spread of per-prompt reward offsets (reward-model leniency); 0: rewards carry "
+    "the prompt's level.",
+)
+@click.option(
+    "--log-a",
+    nargs=2,
+    type=float,
+    default=(0.0, 0.3),
+    show_default=True,
+    help="Mean and sd of log discriminations (1 0.8: near-deterministic items).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @_clean_errors
 def simulate(
-    out, n_models, static_items, arena_prompts, domains, missing, reward_noise, seed, force
+    out,
+    n_models,
+    static_items,
+    arena_prompts,
+    domains,
+    missing,
+    reward_noise,
+    prompt_offset_sd,
+    log_a,
+    seed,
+    force,
 ):
     """Write simulated static and arena files with known truth to OUT.
 
@@ -159,6 +185,9 @@ def simulate(
         n_domains=domains,
         missing=missing,
         reward_noise=reward_noise,
+        prompt_offset_sd=prompt_offset_sd,
+        log_a_mean=log_a[0],
+        log_a_sd=log_a[1],
         seed=seed,
     )
     for path in sim.write(out, static, arena, truth, force=force):
@@ -204,6 +233,14 @@ def simulate(
     type=click.Choice(["pairs", "pairs-full", "reward"]),
     default=None,
     help="Arena term: weighted pairs (2/n), all pairs, or rewards.",
+)
+@click.option(
+    "--arena-level",
+    type=click.Choice(["mean", "none"]),
+    default=None,
+    help="How a prompt's difficulty is seen: its mean reward (the reward model is equally "
+    "lenient on every prompt), or not at all (leniency varies; arena b not identified).  "
+    "[spec: mean]",
 )
 @click.option(
     "--lambda-static",
@@ -273,9 +310,16 @@ def simulate(
 @click.option(
     "--max-tree-depth",
     type=click.IntRange(1, 15),
-    default=4,
+    default=6,
     show_default=True,
     help="NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.",
+)
+@click.option(
+    "--extend",
+    type=click.IntRange(0),
+    default=2,
+    show_default=True,
+    help="NUTS: while the convergence check fails, up to this many more rounds of --draws.",
 )
 @click.option(
     "--guide",
@@ -324,6 +368,7 @@ def fit(
     irt,
     item_prior,
     arena_likelihood,
+    arena_level,
     lambda_static,
     lambda_arena,
     lambda_bb,
@@ -339,6 +384,7 @@ def fit(
     seed,
     target_accept,
     max_tree_depth,
+    extend,
     guide,
     svi_steps,
     ci,
@@ -378,6 +424,7 @@ def fit(
         irt=irt,
         item_prior=item_prior,
         arena_likelihood=arena_likelihood,
+        arena_level=arena_level,
         lambda_static=lambda_static,
         lambda_arena=lambda_arena,
         lambda_bb=lambda_bb,
@@ -396,6 +443,7 @@ def fit(
         seed=seed,
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
+        extend=extend,
         guide=guide,
         svi_steps=svi_steps,
         progress=not quiet,
@@ -417,6 +465,8 @@ def fit(
     click.echo(f"wrote {run_dir}")
     for problem in result.diagnostics["convergence"]["problems"]:
         click.secho(f"warning: convergence: {problem}", err=True, fg="red")
+    for note in result.diagnostics["convergence"].get("notes", []):
+        click.secho(f"note: {note}", err=True, fg="yellow")
     info = result.diagnostics["sampler_info"]
     if sampler != "nuts" and info.get("converged") is False:
         click.secho(

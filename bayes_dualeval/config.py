@@ -21,6 +21,7 @@ MODES = ("both", "static", "arena", "bt")
 IRTS = ("2pl", "1pl")
 ITEM_PRIORS = ("hierarchical", "independent")
 ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
+ARENA_LEVELS = ("mean", "none")
 DEFAULT_MODEL = "dualeval-2pl"
 
 
@@ -46,6 +47,14 @@ class ModelConfig:
         one (DualEval's loss, overcounts evidence); ``reward``: a Gaussian likelihood of the
         normalised rewards, ``z_iq ~ Normal(c_q + gamma p_iq, sigma)`` with ``c_q``
         integrated out.
+    arena_level : {"mean", "none"}
+        How an arena prompt's level (its difficulty) is seen. ``mean``: each prompt's mean
+        normalised reward follows ``Normal(c_s + gamma * mean_i p_iq, se_q)`` per source
+        ``s`` (``se_q`` the standard error of the mean from the within-prompt noise), so a
+        prompt on which every model scores high is easy: this assumes the reward model is
+        equally lenient on every prompt. ``none``: only
+        within-prompt contrasts enter (DualEval); arena difficulties are then not
+        identified and are marked so.
     lambda_static, lambda_arena, lambda_bb : float
         Likelihood powers of the static, arena-pair and both-bad terms.
     bb_ratio, tie_ratio : float
@@ -66,6 +75,8 @@ class ModelConfig:
         Independent prior: ``b ~ Normal(0, b_scale)``, ``log a ~ Normal(0, loga_scale)``.
     sigma_scale : float
         Reward likelihood: ``sigma ~ HalfNormal(sigma_scale)``.
+    level_loc_scale : float
+        Arena level term: ``c_s ~ Normal(0, level_loc_scale)``.
     description : str
         One line on what the specification is for.
     """
@@ -75,6 +86,7 @@ class ModelConfig:
     irt: str = "2pl"
     item_prior: str = "hierarchical"
     arena_likelihood: str = "pairs"
+    arena_level: str = "mean"
     lambda_static: float = 1.0
     lambda_arena: float = 1.0
     lambda_bb: float = 0.2
@@ -90,6 +102,7 @@ class ModelConfig:
     b_scale: float = 3.0
     loga_scale: float = 1.0
     sigma_scale: float = 1.0
+    level_loc_scale: float = 1.0
     description: str = ""
 
     def __post_init__(self):
@@ -98,6 +111,7 @@ class ModelConfig:
             ("irt", IRTS),
             ("item_prior", ITEM_PRIORS),
             ("arena_likelihood", ARENA_LIKELIHOODS),
+            ("arena_level", ARENA_LEVELS),
         ):
             value = getattr(self, name)
             if value not in allowed:
@@ -128,6 +142,11 @@ class ModelConfig:
     def to_dict(self) -> dict:
         """The configuration as a plain dict."""
         return dataclasses.asdict(self)
+
+    @property
+    def arena_levels_identified(self) -> bool:
+        """Whether arena prompts' difficulties (and so their ICCs) are identified."""
+        return self.mode != "bt" and self.arena_level != "none"
 
 
 def models_dir() -> Path:

@@ -1,112 +1,199 @@
-"""Convergence diagnostics: R-hat, effective sample sizes, divergences, and what to do.
+"""Convergence diagnostics: R-hat, effective sample sizes, divergences, E-BFMI, and what to do.
 
-Thresholds follow Vehtari et al. (2021): R-hat at most 1.01 and bulk ESS of at least 400
-on every reported parameter, and no divergent transitions.
+Thresholds follow Vehtari et al. (2021): R-hat at most 1.01 and bulk and tail ESS of at
+least 400 on every parameter, and no divergent transitions. Every figure is taken over every
+variable in the posterior: the sampled sites (raw, non-centred coordinates and the
+hyperparameters included) and the deterministic ones users read (``theta``, ``a``, ``b``).
+Energy diagnostics (E-BFMI, Betancourt 2016) and the share of transitions that hit the tree
+depth cap say whether the sampler could explore at all.
 """
 
 from __future__ import annotations
 
 import arviz as az
 import numpy as np
+import pandas as pd
 
 RHAT_MAX = 1.01
 ESS_MIN = 400
-#: Parameters whose convergence is checked (raw, non-centred sites are 1:1 with these).
-CHECKED = (
-    "theta",
-    "a",
-    "b",
-    "gamma",
-    "sigma",
-    "mu_b",
-    "sigma_b",
-    "mu_log_a",
-    "sigma_log_a",
-)
+#: E-BFMI below this in any chain means the momentum resampling cannot move the energy
+#: enough (heavy tails or a funnel); Stan warns at the same level.
+EBFMI_MIN = 0.3
+#: Share of transitions at the tree depth cap above which trajectories are being cut short.
+TREEDEPTH_SHARE_MAX = 0.05
+
+
+def per_parameter(idata) -> pd.DataFrame:
+    """R-hat and bulk and tail ESS of every scalar in the posterior.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        With a ``posterior`` group of shape ``(chain, draw, ...)``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``parameter`` (``name[label]`` for vector sites), columns ``rhat``
+        (NaN with a single chain or constant draws), ``ess_bulk`` and ``ess_tail``.
+    """
+    post = idata.posterior
+    bulk = _flatten(az.ess(post, method="bulk"))
+    tail = _flatten(az.ess(post, method="tail"))
+    rhat = _flatten(az.rhat(post)) if post.sizes["chain"] > 1 else {}
+    return pd.DataFrame(
+        {
+            "rhat": pd.Series(rhat, dtype=float),
+            "ess_bulk": pd.Series(bulk, dtype=float),
+            "ess_tail": pd.Series(tail, dtype=float),
+        }
+    ).rename_axis("parameter")
 
 
 def _flatten(ds) -> dict:
-    """Map ``name[label]`` to value for every element of an xarray Dataset of scalars."""
+    """Map ``name[label]`` to value for every element of an xarray Dataset of statistics."""
     out = {}
     for name, da in ds.data_vars.items():
         values = np.asarray(da.values)
         if values.ndim == 0:
             out[name] = float(values)
             continue
-        dim = da.dims[0]
-        labels = da[dim].values
-        for label, v in zip(labels, values.ravel(), strict=True):
-            out[f"{name}[{label}]"] = float(v)
+        if values.ndim == 1:
+            labels = [str(x) for x in da[da.dims[0]].values]
+        else:
+            labels = [",".join(map(str, idx)) for idx in np.ndindex(values.shape)]
+        out.update({f"{name}[{k}]": float(v) for k, v in zip(labels, values.ravel(), strict=True)})
     return out
 
 
-def convergence(idata, sampler: str) -> dict:
-    """Summarise convergence of a run.
+def energy_stats(idata, max_tree_depth: int | None) -> dict:
+    """E-BFMI per chain and the share of transitions that hit the tree depth cap.
+
+    Returns
+    -------
+    dict
+        ``ebfmi`` (list per chain, or None without energies), ``ebfmi_min`` and
+        ``treedepth_hit_share`` (None without step counts or a known cap).
+    """
+    out = {"ebfmi": None, "ebfmi_min": None, "treedepth_hit_share": None}
+    if "sample_stats" not in idata.groups():
+        return out
+    stats = idata.sample_stats
+    if "energy" in stats and stats.sizes["draw"] > 2:
+        ebfmi = np.atleast_1d(az.bfmi(idata))
+        out["ebfmi"] = [round(float(x), 4) for x in ebfmi]
+        out["ebfmi_min"] = round(float(np.min(ebfmi)), 4)
+    if "n_steps" in stats and max_tree_depth:
+        steps = np.asarray(stats["n_steps"].values)
+        out["treedepth_hit_share"] = round(float(np.mean(steps >= 2**max_tree_depth - 1)), 4)
+    return out
+
+
+def convergence(idata, sampler: str, max_tree_depth: int | None = None) -> dict:
+    """Summarise convergence of a run over every posterior variable.
 
     Parameters
     ----------
     idata : arviz.InferenceData
     sampler : {"nuts", "svi", "map"}
+    max_tree_depth : int, optional
+        The NUTS tree depth cap, for ``treedepth_hit_share``.
 
     Returns
     -------
     dict
-        ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``, ``divergences``, ``worst`` (the
-        parameters that fail, worst first), ``converged`` (bool, or None when the sampler
-        gives no such diagnostics) and ``problems`` (sentences saying what failed and what
-        to try).
+        ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``, ``divergences``, ``ebfmi``,
+        ``ebfmi_min``, ``treedepth_hit_share``, ``n_parameters`` (scalars checked),
+        ``worst`` (the parameters that fail, worst first), ``converged`` (bool, or None
+        when the sampler gives no such diagnostics), ``problems`` (sentences saying what
+        failed and what to try) and ``notes`` (efficiency remarks that do not make the
+        draws wrong, such as trajectories cut at the depth cap).
     """
-    post = idata.posterior
-    names = [n for n in CHECKED if n in post.data_vars]
     out = {
         "max_rhat": None,
         "min_ess_bulk": None,
         "min_ess_tail": None,
         "divergences": None,
+        "ebfmi": None,
+        "ebfmi_min": None,
+        "treedepth_hit_share": None,
+        "n_parameters": None,
         "worst": [],
         "converged": None,
         "problems": [],
+        "notes": [],
     }
+    post = idata.posterior
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
     if sampler != "nuts" or n_draw < 4:
         return out
-    sub = post[names]
-    ess_bulk = _flatten(az.ess(sub, method="bulk"))
-    ess_tail = _flatten(az.ess(sub, method="tail"))
-    rhat = _flatten(az.rhat(sub)) if n_chain > 1 else {}
-    # constant draws (e.g. a parameter pinned by its prior) give NaN: ignore those
-    finite = {k: v for k, v in rhat.items() if np.isfinite(v)}
+    table = per_parameter(idata)
+    out.update(energy_stats(idata, max_tree_depth))
+    rhat = table["rhat"].dropna()  # constant draws (a site pinned exactly) give NaN
+    bulk, tail = table["ess_bulk"].dropna(), table["ess_tail"].dropna()
     divergences = int(np.asarray(idata.sample_stats["diverging"]).sum())
     out["divergences"] = divergences
-    out["max_rhat"] = round(max(finite.values()), 4) if finite else None
-    out["min_ess_bulk"] = round(min(v for v in ess_bulk.values() if np.isfinite(v)), 1)
-    out["min_ess_tail"] = round(min(v for v in ess_tail.values() if np.isfinite(v)), 1)
-    bad_rhat = sorted(((v, k) for k, v in finite.items() if v > RHAT_MAX), reverse=True)
-    bad_ess = sorted((v, k) for k, v in ess_bulk.items() if np.isfinite(v) and v < ESS_MIN)
-    worst = []
-    for v, k in bad_rhat[:5]:
-        worst.append({"parameter": k, "rhat": round(v, 4), "ess_bulk": round(ess_bulk[k], 1)})
-    for v, k in bad_ess[:5]:
-        if all(w["parameter"] != k for w in worst):
-            worst.append(
-                {"parameter": k, "rhat": round(rhat.get(k, np.nan), 4), "ess_bulk": round(v, 1)}
-            )
-    out["worst"] = worst
+    out["n_parameters"] = len(table)
+    out["max_rhat"] = round(float(rhat.max()), 4) if len(rhat) else None
+    out["min_ess_bulk"] = round(float(bulk.min()), 1) if len(bulk) else None
+    out["min_ess_tail"] = round(float(tail.min()), 1) if len(tail) else None
+    bad_rhat = rhat[rhat > RHAT_MAX].sort_values(ascending=False)
+    low_ess = np.minimum(table["ess_bulk"], table["ess_tail"])
+    bad_ess = low_ess[low_ess < ESS_MIN].sort_values()
+    worst = list(dict.fromkeys([*bad_rhat.index[:5], *bad_ess.index[:5]]))
+    out["worst"] = [
+        {
+            "parameter": k,
+            "rhat": _round(table.at[k, "rhat"], 4),
+            "ess_bulk": _round(table.at[k, "ess_bulk"], 1),
+            "ess_tail": _round(table.at[k, "ess_tail"], 1),
+        }
+        for k in worst
+    ]
+    out["problems"] = _problems(out, n_chain, bad_rhat, bad_ess, divergences)
+    out["converged"] = not out["problems"]
+    share = out["treedepth_hit_share"]
+    if share is not None and share > TREEDEPTH_SHARE_MAX:
+        out["notes"].append(
+            f"{share:.0%} of transitions hit the tree depth cap: trajectories are cut "
+            "short, which costs effective draws; --max-tree-depth raises the cap"
+        )
+    return out
+
+
+def draws_converged(samples: dict, stats: dict, max_tree_depth: int | None = None) -> bool:
+    """Whether raw draws pass :func:`convergence` (the test behind drawing more).
+
+    Parameters
+    ----------
+    samples : dict of str to numpy.ndarray
+        Each site's draws, shape ``(chain, draw, ...)``.
+    stats : dict of str to numpy.ndarray
+        Sampler statistics shaped ``(chain, draw)``, with ``diverging`` and ``energy``.
+    max_tree_depth : int, optional
+    """
+    idata = az.from_dict(posterior=samples, sample_stats=stats)
+    return bool(convergence(idata, "nuts", max_tree_depth)["converged"])
+
+
+def _round(value, digits: int):
+    return round(float(value), digits) if np.isfinite(value) else None
+
+
+def _problems(out: dict, n_chain: int, bad_rhat, bad_ess, divergences: int) -> list[str]:
     problems = []
     if n_chain < 2:
         problems.append("only one chain: R-hat cannot be computed; run --chains 4")
-    if bad_rhat:
+    if len(bad_rhat):
         problems.append(
             f"{len(bad_rhat)} parameter(s) have R-hat > {RHAT_MAX} (worst "
-            f"{bad_rhat[0][1]} at {bad_rhat[0][0]:.3f}): chains disagree; allow longer "
-            "trajectories (--max-tree-depth 6) and run longer (--warmup/--draws 2000), "
-            "or check the data for models or items with no signal"
+            f"{bad_rhat.index[0]} at {bad_rhat.iloc[0]:.3f}): chains disagree; run longer "
+            "(--draws 2000 --warmup 2000), or check the data for models or items with no signal"
         )
-    if bad_ess:
+    if len(bad_ess):
         problems.append(
-            f"{len(bad_ess)} parameter(s) have bulk ESS < {ESS_MIN} (lowest "
-            f"{bad_ess[0][1]} at {bad_ess[0][0]:.0f}): draw more (--draws 2000) or allow "
-            "longer trajectories (--max-tree-depth 6)"
+            f"{len(bad_ess)} parameter(s) have bulk or tail ESS < {ESS_MIN} (lowest "
+            f"{bad_ess.index[0]} at {bad_ess.iloc[0]:.0f}): draw more (--draws 2000)"
         )
     if divergences:
         problems.append(
@@ -114,6 +201,9 @@ def convergence(idata, sampler: str) -> dict:
             "follow; raise --target-accept to 0.95, and consider --item-prior or a simpler "
             "--irt 1pl"
         )
-    out["problems"] = problems
-    out["converged"] = not problems
-    return out
+    if out["ebfmi_min"] is not None and out["ebfmi_min"] < EBFMI_MIN:
+        problems.append(
+            f"E-BFMI {out['ebfmi_min']:.2f} < {EBFMI_MIN} in at least one chain: the sampler "
+            "cannot move through the posterior's energy levels (heavy tails or a funnel)"
+        )
+    return problems

@@ -20,7 +20,7 @@ import numpy as np
 from bayes_dualeval import __version__, atomic
 from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.diagnostics import convergence
+from bayes_dualeval.diagnostics import convergence, draws_converged
 from bayes_dualeval.distill import Pairs
 from bayes_dualeval.errors import InputError
 from bayes_dualeval.inference import SamplerSettings, sample
@@ -28,6 +28,8 @@ from bayes_dualeval.inputs import build_inputs, select_kinds
 
 POSTERIOR_FILE = "posterior.nc"
 DIAGNOSTICS_FILE = "diagnostics.json"
+#: Floating-point variables larger than this are written to ``posterior.nc`` uncompressed.
+COMPRESS_MAX_BYTES = 4 * 2**20
 
 
 @dataclass
@@ -127,20 +129,27 @@ def fit(
     elif not use_static:
         dataset = dataset.only("arena")
     start = time.perf_counter()
-    inputs, pairs = build_inputs(dataset, config)
+    centred = settings.centring if settings.sampler == "nuts" else "none"
+    inputs, pairs = build_inputs(dataset, config, centred=centred)
     timings["distill"] = round(time.perf_counter() - start, 3)
-    draws = sample(inputs, config, settings)
+
+    def until(draws):
+        return draws_converged(draws.samples, draws.stats, settings.max_tree_depth)
+
+    draws = sample(inputs, config, settings, until=until)
     timings.update(draws.timings)
     start = time.perf_counter()
     idata = to_inference_data(draws, dataset, inputs, config)
     timings["posterior"] = round(time.perf_counter() - start, 3)
-    conv = convergence(idata, settings.sampler)
+    conv = convergence(idata, settings.sampler, settings.max_tree_depth)
     info = {k: v for k, v in draws.info.items() if k != "losses"}
     diagnostics = {
         "max_rhat": conv["max_rhat"],
         "min_ess_bulk": conv["min_ess_bulk"],
         "min_ess_tail": conv["min_ess_tail"],
         "divergences": conv["divergences"],
+        "ebfmi_min": conv["ebfmi_min"],
+        "treedepth_hit_share": conv["treedepth_hit_share"],
         "convergence": conv,
         "sampler": settings.to_dict(),
         "sampler_info": info,
@@ -203,7 +212,7 @@ def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
     staging.mkdir()
     try:
         start = time.perf_counter()
-        result.idata.to_netcdf(str(staging / POSTERIOR_FILE), engine="h5netcdf")
+        write_netcdf(result.idata, staging / POSTERIOR_FILE)
         if extra is not None:
             extra(staging, result)
         result.diagnostics["timings"]["write"] = round(time.perf_counter() - start, 3)
@@ -215,6 +224,44 @@ def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _compress(var) -> bool:
+    kind = var.dtype.kind
+    return kind in "biu" or (kind in "fc" and var.nbytes <= COMPRESS_MAX_BYTES)
+
+
+def write_netcdf(idata, path: str | Path) -> Path:
+    """Write an InferenceData to netCDF as :meth:`arviz.InferenceData.to_netcdf` does.
+
+    One netCDF group per InferenceData group (read back by :func:`arviz.from_netcdf`),
+    but only integer variables and floating-point variables of at most
+    :data:`COMPRESS_MAX_BYTES` are zlib-compressed: large arrays of float32 draws shrink by
+    about a tenth at ten times the writing time.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+    path : str or Path
+
+    Returns
+    -------
+    Path
+    """
+    import xarray as xr
+
+    path = Path(path)
+    mode = "w"
+    attrs = getattr(idata, "_attrs", None)
+    if attrs:
+        xr.Dataset(attrs=attrs).to_netcdf(path, mode=mode, engine="h5netcdf", group="/")
+        mode = "a"
+    for group in idata.groups():
+        data = getattr(idata, group)
+        encoding = {name: {"zlib": True} for name, var in data.variables.items() if _compress(var)}
+        data.to_netcdf(path, mode=mode, group=f"/{group}", engine="h5netcdf", encoding=encoding)
+        mode = "a"
+    return path
 
 
 def write_diagnostics(folder: str | Path, diagnostics: dict) -> Path:

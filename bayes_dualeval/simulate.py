@@ -52,6 +52,9 @@ def simulate(
     missing: float = 0.0,
     gamma_reward: float = 4.0,
     reward_noise: float = 0.3,
+    prompt_offset_sd: float = 1.0,
+    log_a_mean: float = 0.0,
+    log_a_sd: float = 0.3,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -68,6 +71,13 @@ def simulate(
         Slope of raw rewards on the success probability.
     reward_noise : float
         Standard deviation of reward noise.
+    prompt_offset_sd : float
+        Standard deviation of the per-prompt reward offset (the reward model's leniency on
+        that prompt, around 5). With 0 the rewards carry the prompt's level:
+        ``reward = 5 + gamma_reward p + noise``.
+    log_a_mean, log_a_sd : float
+        Discriminations are ``exp(Normal(log_a_mean, log_a_sd))``; e.g. ``1.0, 0.8`` gives
+        near-deterministic items (``a`` up to ~15).
     seed : int
         Seed of the NumPy generator.
 
@@ -98,7 +108,7 @@ def simulate(
 
     def items(n):
         b = rng.normal(0.0, 1.0, n)
-        a = np.exp(rng.normal(0.0, 0.3, n))
+        a = np.exp(rng.normal(log_a_mean, log_a_sd, n))
         dom = np.array(domains)[np.arange(n) * n_domains // max(n, 1)]
         return a, b, dom
 
@@ -107,7 +117,7 @@ def simulate(
     p_s = 1.0 / (1.0 + np.exp(-a_s * (theta[:, None] - b_s)))
     y = (rng.random(p_s.shape) < p_s).astype(int)
     p_r = 1.0 / (1.0 + np.exp(-a_r * (theta[:, None] - b_r)))
-    offset = rng.normal(5.0, 1.0, n_arena)
+    offset = rng.normal(5.0, prompt_offset_sd, n_arena)
     reward = offset + gamma_reward * p_r + rng.normal(0.0, reward_noise, p_r.shape)
     keep_s = rng.random(y.shape) >= missing
     keep_r = rng.random(reward.shape) >= missing
@@ -161,6 +171,9 @@ def simulate(
             "arena_prompts": n_arena,
             "domains": n_domains,
             "missing": missing,
+            "prompt_offset_sd": prompt_offset_sd,
+            "log_a_mean": log_a_mean,
+            "log_a_sd": log_a_sd,
             "seed": seed,
         },
     }

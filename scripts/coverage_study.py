@@ -7,8 +7,14 @@ weight 1, DualEval's loss; ``reward``: Gaussian likelihood of the normalised rew
 
 Static labels are simulated from the model itself, so theta, a and b are compared on their
 own scale. Arena rewards are simulated as ``r = c_q + 4 p_iq + noise`` and z-normalised,
-which no arena likelihood reproduces exactly; there, compare the scale-free quantities: the
-rank interval of each model and the calibration of pairwise orders P(theta_i > theta_j).
+with per-prompt offsets ``c_q ~ Normal(5, 1)`` (a reward model whose leniency varies by
+prompt: scenarios ``arena`` and ``joint``) or without them (``c_q = 5``, noise sd 0.5: the
+rewards carry the prompt's level; scenarios ``arena-level`` and ``joint-level``). A
+scenario is ``kind:likelihood[:level]``, the level being the model's ``arena_level``
+(``mean``, the default, or ``none``). No arena likelihood reproduces the simulator
+exactly; compare the scale-free quantities too: the rank interval of each model, the
+calibration of pairwise orders P(theta_i > theta_j), and the Spearman correlation and
+spread ratio (sd of posterior means over sd of the truth) of the arena difficulties.
 Abilities and difficulties are compared centred (minus the models' mean ability), the
 convention of the leaderboard.
 
@@ -34,11 +40,16 @@ import numpy as np
 SCENARIOS = [
     "static",
     "arena:pairs",
-    "arena:pairs-full",
+    "arena:pairs:none",
+    "arena:pairs-full:none",
     "arena:reward",
     "joint:pairs",
-    "joint:pairs-full",
+    "joint:pairs:none",
+    "joint:pairs-full:none",
     "joint:reward",
+    "arena-level:pairs",
+    "joint-level:pairs",
+    "joint-level:pairs:none",
 ]
 SIZES = {"models": 8, "static": 40, "arena": 30}
 
@@ -49,10 +60,15 @@ def simulate_case(scenario: str, rep: int):
     from bayes_dualeval.dataset import Dataset
     from bayes_dualeval.simulate import simulate
 
-    kind, _, lik = scenario.partition(":")
+    kind, _, rest = scenario.partition(":")
+    lik, _, level = rest.partition(":")
+    kind, _, flat = kind.partition("-")
     n_static = SIZES["static"] if kind in ("static", "joint") else 0
     n_arena = SIZES["arena"] if kind in ("arena", "joint") else 0
-    static, arena, truth = simulate(SIZES["models"], n_static, n_arena, seed=10_000 + rep)
+    reward = {"prompt_offset_sd": 0.0, "reward_noise": 0.5} if flat else {}
+    static, arena, truth = simulate(
+        SIZES["models"], n_static, n_arena, seed=10_000 + rep, **reward
+    )
     static["source"], arena["source"] = "bench", "arena"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -60,8 +76,13 @@ def simulate_case(scenario: str, rep: int):
             static=static if n_static else None, arena=arena if n_arena else None
         )
     mode = {"static": "static", "arena": "arena", "joint": "both"}[kind]
-    config = ModelConfig(mode=mode, arena_likelihood=lik or "pairs")
+    config = ModelConfig(mode=mode, arena_likelihood=lik or "pairs", arena_level=level or "mean")
     return ds, config, truth
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
+    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 def _cover(draws: np.ndarray, truth: np.ndarray, level: float) -> np.ndarray:
@@ -91,6 +112,10 @@ def metrics(samples: dict, ds, truth: dict) -> dict:
             b = samples["b"].reshape(-1, ds.n_items)[:, idx] - mean_theta
             true_b = np.array([truth["items"][q]["b"] for q in items]) - true_theta.mean()
             out[f"b_{kind}@{level}"] += _cover(b, true_b, level).tolist()
+            if kind == "arena" and level == 0.9:
+                est = b.mean(axis=0)
+                out["b_arena_spearman"].append(_spearman(est, true_b))
+                out["b_arena_spread"].append(float(est.std() / true_b.std()))
             if "a" in samples:
                 a = samples["a"].reshape(-1, ds.n_items)[:, idx]
                 true_a = np.array([truth["items"][q]["a"] for q in items])
@@ -115,7 +140,7 @@ def worker(tasks, settings_dict, queue):
     samplers = {}
     for scenario, rep in tasks:
         ds, config, truth = simulate_case(scenario, rep)
-        inputs, _ = build_inputs(ds, config)
+        inputs, _ = build_inputs(ds, config, centred=settings.centring)
         max_pairs = SIZES["models"] * (SIZES["models"] - 1) // 2 * SIZES["arena"]
         if inputs.pair_w.shape[0]:
             inputs = pad_pairs(inputs, max_pairs)
@@ -151,6 +176,19 @@ def summarise(results: dict) -> list[dict]:
                     "n": len(values),
                 }
             )
+        for key in ("b_arena_spearman", "b_arena_spread"):
+            if pooled.get(key):
+                values = np.asarray(pooled[key], dtype=float)
+                rows.append(
+                    {
+                        "scenario": scenario,
+                        "quantity": key,
+                        "level": np.nan,
+                        "coverage": float(values.mean()),
+                        "mcse": float(values.std() / np.sqrt(len(values))),
+                        "n": len(values),
+                    }
+                )
         prob, true = np.asarray(pooled["pair_prob"]), np.asarray(pooled["pair_true"])
         bins = np.clip((prob * 5).astype(int), 0, 4)
         ece = sum(
@@ -221,9 +259,13 @@ def main(argv=None) -> int:
     for row in rows:
         table[(row["scenario"], row["quantity"])][row["level"]] = row
     for (scenario, quantity), cells in table.items():
-        if quantity == "pairwise ECE":
+        if quantity in ("pairwise ECE", "b_arena_spearman", "b_arena_spread"):
             row = next(iter(cells.values()))
-            print(f"| {scenario} | pairwise-order ECE | {row['coverage']:.3f} | | {row['n']} |")
+            label = {"pairwise ECE": "pairwise-order ECE"}.get(quantity, quantity)
+            print(
+                f"| {scenario} | {label} (mean over fits) | {row['coverage']:.3f} | "
+                f"| {row['n']} |"
+            )
             continue
         c50, c90 = cells.get(0.5), cells.get(0.9)
         print(

@@ -57,6 +57,7 @@ def _draw_params(inputs, config, key=0):
 
 CONFIGS = [
     ModelConfig(),
+    ModelConfig(arena_level="none"),
     ModelConfig(arena_likelihood="pairs-full"),
     ModelConfig(arena_likelihood="reward"),
     ModelConfig(irt="1pl"),
@@ -75,10 +76,12 @@ def test_pointwise_loglik_sums_to_the_model_factor(config):
     theta = params["theta"]
     a, b = params.get("a"), params.get("b")
     gamma, sigma = params.get("gamma", 1.0), params.get("sigma", 1.0)
+    level = params.get("level_c")
+    assert (level is not None) == (config.mode != "bt" and config.arena_level == "mean")
     if inputs.has_static and config.mode != "bt":
         expected = config.lambda_static * static_loglik(theta, a, b, inputs).sum()
         np.testing.assert_allclose(tr["static"]["fn"].log_factor, expected, rtol=2e-5)
-    per_item = arena_loglik(theta, a, b, gamma, sigma, inputs, config)
+    per_item = arena_loglik(theta, a, b, gamma, sigma, inputs, config, level)
     # lambda_arena = 1, so the arena factor is the plain sum of the pointwise terms
     np.testing.assert_allclose(tr["arena"]["fn"].log_factor, per_item.sum(), rtol=2e-5)
     assert np.all(per_item[np.asarray(ds.item_kind) == "static"] == 0)
@@ -87,7 +90,7 @@ def test_pointwise_loglik_sums_to_the_model_factor(config):
 def test_pair_terms_match_a_plain_loop():
     """The collapsed linear term and both-bad cell weights equal the per-pair formula."""
     ds = small_dataset(missing=0.1)
-    config = ModelConfig(lambda_bb=0.3)
+    config = ModelConfig(lambda_bb=0.3, arena_level="none")
     inputs, pairs = build_inputs(ds, config)
     params, tr = _draw_params(inputs, config, key=5)
     theta, a, b, gamma = (np.asarray(params[k], np.float64) for k in ("theta", "a", "b", "gamma"))
@@ -103,6 +106,76 @@ def test_pair_terms_match_a_plain_loop():
             t = pairs.target[k]
             total += w * (t * np.log(s) + (1 - t) * np.log1p(-s))
     np.testing.assert_allclose(float(tr["arena"]["fn"].log_factor), total, rtol=1e-4)
+
+
+def test_level_term_matches_a_plain_computation():
+    """Each prompt's mean reward ~ Normal(c_s + gamma mean p, noise / sqrt(n))."""
+    ds = small_dataset(missing=0.2)
+    config = ModelConfig()
+    inputs, _ = build_inputs(ds, config)
+    params, tr = _draw_params(inputs, config, key=7)
+    theta, a, b, gamma = (np.asarray(params[k], np.float64) for k in ("theta", "a", "b", "gamma"))
+    c = float(params["level_c"][0])
+    p = 1 / (1 + np.exp(-a[ds.arena_item] * (theta[ds.arena_model] - b[ds.arena_item])))
+    # the within-prompt noise: residual sd of an additive model x prompt fit, by lstsq
+    m_idx, q_idx = ds.arena_model, ds.arena_item
+    prompts = np.unique(q_idx)
+    design = np.concatenate(
+        [(q_idx[:, None] == prompts).astype(float), np.eye(ds.n_models)[m_idx][:, 1:]], axis=1
+    )
+    coef, *_ = np.linalg.lstsq(design, ds.arena_z, rcond=None)
+    resid = ds.arena_z - design @ coef
+    noise = np.sqrt((resid**2).sum() / (len(resid) - design.shape[1]))
+    expected = 0.0
+    for q in prompts:
+        cells = q_idx == q
+        sd = noise / np.sqrt(cells.sum())
+        z = (ds.arena_z[cells].mean() - c - gamma * p[cells].mean()) / sd
+        expected += -0.5 * z**2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
+    with_level = arena_loglik(*(params[k] for k in ("theta", "a", "b", "gamma")), 1.0, inputs,
+                              config, params["level_c"])  # fmt: skip
+    without = arena_loglik(*(params[k] for k in ("theta", "a", "b", "gamma")), 1.0, inputs,
+                           config, None)  # fmt: skip
+    np.testing.assert_allclose(float((with_level - without).sum()), expected, rtol=2e-3)
+
+
+@pytest.mark.parametrize("prior", ["hierarchical", "independent"])
+def test_centred_and_non_centred_coordinates_give_the_same_prior(prior):
+    """The density of each item site is the prior of (b, log a) transformed exactly.
+
+    For the same abilities, hyperparameters, b and a, the log joint in centred coordinates
+    (x = shift + stretch y) and in non-centred ones (x = loc + scale u) differ by exactly
+    the log Jacobians, sum(log scale) - sum(log stretch).
+    """
+    import dataclasses
+
+    from numpyro.infer.util import log_density
+
+    ds = small_dataset()
+    config = ModelConfig(item_prior=prior)
+    inputs, _ = build_inputs(ds, config, centred="none")
+    params, tr = _draw_params(inputs, config, key=3)
+    latent = {k: v for k, v in params.items() if tr[k]["type"] == "sample"}
+    theta_c = np.asarray(params["theta_contrast"], np.float64)
+    spread = np.sqrt(((theta_c**2).sum() / config.theta_scale**2 + 1) / ds.n_models)
+    b_rel = np.asarray(params["b"]) - float(params["theta_mean"])
+    log_a = np.log(np.asarray(params["a"]))
+    centred = dataclasses.replace(inputs, item_centred=jnp.ones_like(inputs.item_centred))
+    other = dict(latent)
+    g = np.asarray(ds.item_group)
+    if prior == "hierarchical":
+        other["b_raw"], other["log_a_raw"] = b_rel / spread, log_a + np.log(spread)
+        scale_b = np.asarray(params["sigma_b"])[g]
+        scale_a = np.asarray(params["sigma_log_a"])[g]
+        jac = np.log(scale_b).sum() + np.log(scale_a).sum() - ds.n_items * np.log(spread)
+        lp_nc, _ = log_density(dualeval_model, (inputs, config), {}, latent)
+        lp_c, tr_c = log_density(dualeval_model, (centred, config), {}, other)
+        np.testing.assert_allclose(tr_c["b"]["value"], params["b"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(tr_c["a"]["value"], params["a"], rtol=1e-4)
+        np.testing.assert_allclose(float(lp_nc - lp_c), jac, rtol=1e-4, atol=1e-3)
+    else:  # always centred: the b_rel site holds b / spread, log a + log spread
+        np.testing.assert_allclose(latent["b_rel"] * spread, b_rel, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(latent["log_a"] - np.log(spread), log_a, rtol=1e-4, atol=1e-5)
 
 
 def test_more_data_means_a_larger_log_likelihood_magnitude():
@@ -163,7 +236,7 @@ def test_models_folder_ships_with_the_package():
 
 
 @pytest.mark.parametrize(
-    "irt,prior", itertools.product(["2pl", "1pl"], ["hierarchical", "independent"])
+    "irt,prior", list(itertools.product(["2pl", "1pl"], ["hierarchical", "independent"]))
 )
 def test_model_is_finite_at_prior_draws(irt, prior):
     ds = small_dataset()

@@ -191,13 +191,18 @@ def test_bundled_example_matches_the_documented_command(tmp_path):
         "arena_prompts": 100,
         "domains": 3,
         "missing": 0.1,
+        "prompt_offset_sd": 0.0,
+        "log_a_mean": 0.0,
+        "log_a_sd": 0.3,
         "seed": 2026,
     }
     ds = _load(DATA)
     assert ds.n_models == 12
     assert set(ds.items) == set(truth["items"])
     # regenerate with the command documented in docs/simulator.md and compare the content
-    static, arena, again = simulate(12, 300, 100, n_domains=3, missing=0.1, seed=2026)
+    static, arena, again = simulate(
+        12, 300, 100, n_domains=3, missing=0.1, prompt_offset_sd=0.0, reward_noise=0.5, seed=2026
+    )
     assert again["theta"] == pytest.approx(truth["theta"])
     assert again["gamma"] == pytest.approx(truth["gamma"])
     shipped = pd.read_json(DATA / "bench" / "static.jsonl", lines=True)
