@@ -27,6 +27,7 @@ from bayes_dualeval.model import dualeval_model, global_sites
 
 SAMPLERS = ("nuts", "svi", "map")
 GUIDES = ("normal", "lowrank")
+CENTRINGS = ("auto", "none", "all")
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,9 @@ class SamplerSettings:
     target_accept : float
         NUTS target acceptance probability.
     max_tree_depth : int
-        NUTS maximum tree depth: at most ``2**depth - 1`` leapfrog steps per draw. The
-        default 4 (15 steps) gives more effective draws per second on these models than
-        letting the U-turn rule run to 31-63 steps (see docs/performance.md); the
-        convergence check says when it is not enough.
+        NUTS maximum tree depth: at most ``2**depth - 1`` leapfrog steps per draw (the
+        U-turn rule usually stops earlier; the diagnostics report how often the cap is
+        hit).
     guide : {"normal", "lowrank"}
         SVI autoguide: mean-field normal or low-rank multivariate normal.
     svi_steps : int
@@ -59,6 +59,12 @@ class SamplerSettings:
         the window or by less than ``svi_rtol`` relative to its size.
     map_steps : int
         Maximum number of 250-step optimisation windows for MAP.
+    extend : int
+        NUTS: when the draws fail the convergence check, up to this many more rounds of
+        ``draws`` draws per chain continue the chains (0: never).
+    centring : {"auto", "none", "all"}
+        NUTS: which items are sampled in centred coordinates
+        (:func:`bayes_dualeval.inputs.centring`); SVI and MAP always use non-centred ones.
     progress : bool
         Show a progress bar (NUTS and SVI).
     """
@@ -69,12 +75,14 @@ class SamplerSettings:
     draws: int = 1000
     seed: int = 0
     target_accept: float = 0.8
-    max_tree_depth: int = 4
+    max_tree_depth: int = 6
     guide: str = "normal"
     svi_steps: int = 20000
     svi_lr: float = 0.01
     svi_rtol: float = 1e-4
     map_steps: int = 80
+    extend: int = 2
+    centring: str = "auto"
     progress: bool = False
 
     def __post_init__(self):
@@ -82,11 +90,17 @@ class SamplerSettings:
             raise ConfigError(
                 f"sampler must be one of {', '.join(SAMPLERS)}; got {self.sampler!r}"
             )
+        if self.centring not in CENTRINGS:
+            raise ConfigError(
+                f"centring must be one of {', '.join(CENTRINGS)}; got {self.centring!r}"
+            )
         if self.guide not in GUIDES:
             raise ConfigError(f"guide must be one of {', '.join(GUIDES)}; got {self.guide!r}")
         for name in ("chains", "draws", "svi_steps", "map_steps", "max_tree_depth"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.extend < 0:
+            raise ConfigError(f"extend must be non-negative, got {self.extend}")
         if self.warmup < 0:
             raise ConfigError(f"warmup must be non-negative, got {self.warmup}")
         if not 0.0 < self.target_accept < 1.0:
@@ -271,27 +285,60 @@ def reusable_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSet
     return run
 
 
-def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
-    """Sample the posterior with NUTS.
+_NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
+
+
+def run_nuts(
+    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, *, until=None
+) -> Draws:
+    """Sample the posterior with NUTS, drawing more while the draws are not good enough.
 
     Chains run in parallel over devices when there are enough (host devices on a CPU, set
     with ``numpyro.set_host_device_count`` before JAX starts), vectorised otherwise.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    config : ModelConfig
+    settings : SamplerSettings
+        ``extend`` bounds the extra rounds.
+    until : callable, optional
+        ``until(draws) -> bool``: True when the draws so far are good enough (e.g. they
+        pass the convergence check). While it is False, up to ``settings.extend`` more
+        rounds of ``settings.draws`` draws per chain are run, each continuing the chains
+        from where they stopped with the adapted step size and mass matrix, and appended.
+        ``info["rounds"]`` counts the rounds run.
     """
     mcmc = make_mcmc(inputs, config, settings)
-    method = mcmc.chain_method
     timings: dict = {}
+    rounds, parts = 0, []
     with _timed(timings):
-        mcmc.run(
-            jax.random.PRNGKey(settings.seed),
-            inputs,
-            config,
-            extra_fields=("diverging", "num_steps", "accept_prob", "energy", "potential_energy"),
-        )
-        samples = mcmc.get_samples(group_by_chain=True)
-        extra = mcmc.get_extra_fields(group_by_chain=True)
-        jax.block_until_ready((samples, extra))
-    samples = _to_numpy(samples)
-    extra = _to_numpy(extra)
+        key = jax.random.PRNGKey(settings.seed)
+        while True:
+            mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS)
+            samples = mcmc.get_samples(group_by_chain=True)
+            extra = mcmc.get_extra_fields(group_by_chain=True)
+            jax.block_until_ready((samples, extra))
+            parts.append((_to_numpy(samples), _to_numpy(extra)))
+            rounds += 1
+            draws = _nuts_draws(parts, mcmc)
+            if until is None or rounds > settings.extend or until(draws):
+                break
+            mcmc.post_warmup_state = mcmc.last_state
+            key = mcmc.post_warmup_state.rng_key
+    draws.timings = timings
+    draws.info["rounds"] = rounds
+    return draws
+
+
+def _nuts_draws(parts: list, mcmc: MCMC) -> Draws:
+    """Join rounds of NUTS output ``[(samples, extra_fields), ...]`` along the draw axis."""
+
+    def join(dicts):
+        return {k: np.concatenate([d[k] for d in dicts], axis=1) for k in dicts[0]}
+
+    samples = join([p[0] for p in parts])
+    extra = join([p[1] for p in parts])
     n_steps = extra["num_steps"].astype(np.int64)
     step_size = np.asarray(mcmc.last_state.adapt_state.step_size)
     stats = {
@@ -303,7 +350,7 @@ def run_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings
         "lp": -extra["potential_energy"],
         "step_size": np.broadcast_to(np.reshape(step_size, (-1, 1)), n_steps.shape).copy(),
     }
-    return Draws(samples=samples, stats=stats, timings=timings, info={"chain_method": method})
+    return Draws(samples=samples, stats=stats, info={"chain_method": mcmc.chain_method})
 
 
 def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
@@ -471,6 +518,14 @@ def _progress(enabled: bool, total: int, label: str):
 RUNNERS = {"nuts": run_nuts, "svi": run_svi, "map": run_map}
 
 
-def sample(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
-    """Run the sampler named in ``settings`` on the model."""
+def sample(
+    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, *, until=None
+) -> Draws:
+    """Run the sampler named in ``settings`` on the model.
+
+    ``until`` (NUTS only) is the check that decides whether to draw more; see
+    :func:`run_nuts`.
+    """
+    if settings.sampler == "nuts":
+        return run_nuts(inputs, config, settings, until=until)
     return RUNNERS[settings.sampler](inputs, config, settings)
