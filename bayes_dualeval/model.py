@@ -227,6 +227,17 @@ def _level_per_item(p, gamma, level_c, inputs: ModelInputs):
     return jnp.where(inputs.prompt_n > 0, ll, 0.0)
 
 
+def _eta(theta, a, b, model, item):
+    diff = theta[model] - b[item]
+    return diff if a is None else a[item] * diff
+
+
+def static_loglik(theta, a, b, inputs: ModelInputs):
+    """Bernoulli log likelihood of each static cell, ``y eta - softplus(eta)``, shape (S,)."""
+    eta = _eta(theta, a, b, inputs.static_model, inputs.static_item)
+    return inputs.static_y * eta - softplus(eta)
+
+
 def arena_loglik(
     theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None
 ):
