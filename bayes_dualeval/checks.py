@@ -579,10 +579,10 @@ def _arena_pass(fit: _Fit, draws: np.ndarray, rng, dispersion: float | None) -> 
         # several draws at once: the sparse sums are faster per draw on wider blocks
         for d in _chunks(draws, max(dec.n_pairs, n_cells), least=PAIR_CHUNK_DRAWS):
             s = fit.pair_prob(d)
-            pair_total += s.sum(axis=1, dtype=np.float64)
+            pair_total += s.sum(axis=1)
             e = dec.diff @ s
             e += dec.n_second[:, None]
-            s *= 1.0 - s
+            s -= np.square(s)  # s (1 - s)
             expected[:, done : done + len(d)] = e
             variance[:, done : done + len(d)] = dec.both @ s
             done += len(d)
@@ -937,7 +937,10 @@ def item_table(
     -------
     pandas.DataFrame
         Columns ``item, kind, source, domain, b_mean, b_lo, b_hi, a_mean, a_lo, a_hi,
-        observed, n_models, information, ppp, flags, ci``, items in dataset order. ``b`` is
+        observed, n_models, information, ppp, identified, flags, ci``, items in dataset
+        order. ``identified`` is False for arena prompts of a specification without the
+        arena level term (their ``b`` and ``a`` are then set by the prior and the pairs'
+        shape, not by the data; flag ``not_identified``). ``b`` is
         on the leaderboard's scale (abilities centred to mean zero in every draw). Under
         ``irt = "1pl"`` the ``a`` columns are exactly 1; in Bradley-Terry runs ``a``, ``b``
         and ``information`` are NaN. With a single draw (MAP) the interval columns and
@@ -946,7 +949,8 @@ def item_table(
         (1 - p)`` at the median ability of each draw. ``ppp`` is the item-fit posterior
         predictive p-value (static: mid-p of the deviance across models; arena: Pearson
         discrepancy of the cells), small when the item is fitted worse than replicated data
-        would be. ``flags`` joins ``no_signal``, ``low_discrimination`` and ``misfit`` with
+        would be. ``flags`` joins ``no_signal``, ``low_discrimination``, ``misfit`` and
+        ``not_identified`` with
         ``;`` (see ``docs/outputs.md`` for the thresholds). Read the column as
         ``table["flags"]`` (``table.flags`` is a pandas attribute). ``attrs`` holds
         ``arena_dispersion`` and ``arena_item_overdispersion`` (NaN without arena data).
@@ -1015,6 +1019,9 @@ def item_table(
     else:
         low = np.zeros(ds.n_items, dtype=bool)
     misfit = (ppp < MISFIT_PPP) | (ppp > 1.0 - MISFIT_PPP)
+    from bayes_dualeval.posterior import arena_levels_identified
+
+    identified = ~((ds.item_kind == "arena") & (not arena_levels_identified(idata)))
     table = pd.DataFrame(
         {
             "item": ds.items,
@@ -1031,7 +1038,15 @@ def item_table(
             "n_models": n_static + n_arena,
             "information": info,
             "ppp": ppp,
-            "flags": _flags({"no_signal": no_signal, "low_discrimination": low, "misfit": misfit}),
+            "identified": identified,
+            "flags": _flags(
+                {
+                    "no_signal": no_signal,
+                    "low_discrimination": low,
+                    "misfit": misfit,
+                    "not_identified": ~identified,
+                }
+            ),
             "ci": ci if n > 1 else np.nan,
         }
     )

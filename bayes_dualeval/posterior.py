@@ -11,11 +11,14 @@ domain, so ``az.summary`` and ``az.plot_forest`` read well.
 
 from __future__ import annotations
 
+import json
+
 import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
+from scipy import sparse
 
 from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.dataset import Dataset
@@ -38,10 +41,21 @@ SITE_DIMS = {
     "sigma_b": ("group",),
     "mu_log_a": ("group",),
     "sigma_log_a": ("group",),
+    "level_c": ("arena_source",),
 }
 #: Largest pointwise log-likelihood array kept per cell (draws x cells); above it the
 #: static term is stored per item instead.
 MAX_POINTWISE = 60_000_000
+#: Largest number of evaluations (draws x (static cells + arena cells + decisive pairs))
+#: spent on the pointwise log likelihood; beyond it the ``log_likelihood`` group holds an
+#: evenly thinned subset of each chain's draws (its ``draw`` coordinate says which).
+#: 4 NUTS chains x 1,000 draws at DualEval's paper scale stay below it; SVI on AlpacaEval
+#: (a million decisive pairs) keeps about 180 of its 1,000 draws.
+LOGLIK_ELEMENTS = 200_000_000
+#: Evaluations per compiled call of the pointwise log likelihood (bounds its memory).
+LOGLIK_CHUNK = 8_000_000
+#: Sites the pointwise log likelihood reads.
+LOGLIK_SITES = ("theta", "a", "b", "gamma", "sigma", "level_c")
 
 
 def _coords(dataset: Dataset) -> dict:
@@ -50,11 +64,29 @@ def _coords(dataset: Dataset) -> dict:
         "item": dataset.items,
         "group": dataset.groups,
         "contrast": np.arange(max(dataset.n_models - 1, 0)),
+        "arena_source": dataset.groups[np.unique(dataset.item_group[dataset.arena_items])],
     }
 
 
+def _per_draw(inputs: ModelInputs) -> int:
+    """Evaluations of one draw's pointwise log likelihood: static cells, arena cells, pairs."""
+    return int(inputs.static_y.shape[0] + inputs.arena_item.shape[0] + inputs.pair_i.shape[0])
+
+
+def loglik_draws(n_chain: int, n_draw: int, inputs: ModelInputs) -> np.ndarray | None:
+    """Draws (per chain) that get a pointwise log likelihood; None for all of them.
+
+    At most :data:`LOGLIK_ELEMENTS` evaluations in all: beyond it, evenly spaced draws of
+    each chain (the first and the last included).
+    """
+    keep = LOGLIK_ELEMENTS // max(_per_draw(inputs) * n_chain, 1)
+    if keep >= n_draw:
+        return None
+    return np.unique(np.linspace(0, n_draw - 1, max(keep, 2)).round().astype(int))
+
+
 def pointwise_loglik(
-    samples: dict, inputs: ModelInputs, config: ModelConfig, *, chunk: int = 256
+    samples: dict, inputs: ModelInputs, config: ModelConfig, *, chunk: int | None = None
 ) -> dict:
     """Pointwise log likelihood for every draw.
 
@@ -64,8 +96,10 @@ def pointwise_loglik(
         Draws shaped ``(chain, draw, ...)``.
     inputs : ModelInputs
     config : ModelConfig
-    chunk : int
-        Draws evaluated at once (bounds memory).
+    chunk : int, optional
+        Draws evaluated at once (bounds memory); by default as many as make
+        :data:`LOGLIK_CHUNK` evaluations. Every call has the same shape (the last chunk
+        is padded), so the function compiles once.
 
     Returns
     -------
@@ -81,39 +115,51 @@ def pointwise_loglik(
     a = flat.get("a")
     per_item_static = inputs.static_y.shape[0] * n > MAX_POINTWISE
 
-    def one(theta, a, b, gamma, sigma):
+    def one(theta, a, b, gamma, sigma, level):
         out = {}
         if inputs.has_static:
-            ll = static_loglik(theta, a, b, inputs)
-            if per_item_static:
-                ll = jax.ops.segment_sum(ll, inputs.static_item, inputs.n_items)
-            out["static"] = ll
+            out["static"] = static_loglik(theta, a, b, inputs)  # summed per item below
         if inputs.has_arena:
-            out["arena"] = arena_loglik(theta, a, b, gamma, sigma, inputs, config)
+            out["arena"] = arena_loglik(theta, a, b, gamma, sigma, inputs, config, level)
         return out
 
-    fn = jax.jit(jax.vmap(one, in_axes=(0, 0 if a is not None else None, 0, 0, 0)))
+    has_level = "level_c" in flat
+    fn = jax.jit(
+        jax.vmap(one, in_axes=(0, 0 if a is not None else None, 0, 0, 0, 0 if has_level else None))
+    )
     b = flat.get("b", np.zeros((n, inputs.n_items), np.float32))
     gamma = flat.get("gamma", ones)
     sigma = flat.get("sigma", ones)
-    parts = []
+    if per_item_static:
+        item = np.asarray(inputs.static_item)
+        to_item = sparse.csr_array(
+            (np.ones(len(item), np.float32), (item, np.arange(len(item)))),
+            shape=(inputs.n_items, len(item)),
+        )
+    if chunk is None:
+        chunk = LOGLIK_CHUNK // max(_per_draw(inputs), 1)
+    chunk = int(min(max(chunk, 1), n))
+    out = {}
     for start in range(0, n, chunk):
-        sl = slice(start, start + chunk)
-        parts.append(
-            jax.device_get(
-                fn(
-                    jnp.asarray(flat["theta"][sl]),
-                    None if a is None else jnp.asarray(a[sl]),
-                    jnp.asarray(b[sl]),
-                    jnp.asarray(gamma[sl]),
-                    jnp.asarray(sigma[sl]),
-                )
+        sl = np.minimum(np.arange(start, start + chunk), n - 1)  # pad with the last draw
+        got = min(chunk, n - start)
+        part = jax.device_get(
+            fn(
+                jnp.asarray(flat["theta"][sl]),
+                None if a is None else jnp.asarray(a[sl]),
+                jnp.asarray(b[sl]),
+                jnp.asarray(gamma[sl]),
+                jnp.asarray(sigma[sl]),
+                jnp.asarray(flat["level_c"][sl]) if has_level else None,
             )
         )
-    out = {}
-    for key in parts[0]:
-        arr = np.concatenate([p[key] for p in parts])
-        out[key] = arr.reshape(n_chain, n_draw, *arr.shape[1:])
+        if per_item_static:  # a sparse product: XLA's scatter-add is slow on the CPU
+            part["static"] = (to_item @ part["static"][:got].T).T
+        for key, value in part.items():
+            if key not in out:
+                out[key] = np.empty((n, *value.shape[1:]), np.float32)
+            out[key][start : start + got] = value[:got]
+    out = {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in out.items()}
     out["per_item_static"] = per_item_static
     return out
 
@@ -175,21 +221,21 @@ def to_inference_data(
         obs_coords["arena_item"] = ("arena_cell", dataset.items[dataset.arena_item])
     if observed:
         groups["observed_data"] = xr.Dataset(observed, coords=obs_coords)
+    keep = loglik_draws(n_chain, n_draw, inputs)
+    if keep is not None:
+        samples = {k: samples[k][:, keep] for k in LOGLIK_SITES if k in samples}
     ll = pointwise_loglik(samples, inputs, config)
     loglik = {}
-    ll_coords = dict(base)
+    ll_coords = {"chain": base["chain"], "draw": base["draw"] if keep is None else keep}
     if "static" in ll:
         if ll["per_item_static"]:
-            loglik["static"] = (("chain", "draw", "item"), ll["static"].astype(np.float32))
+            loglik["static"] = (("chain", "draw", "item"), ll["static"])
             ll_coords["item"] = dataset.items
         else:
-            loglik["static"] = (("chain", "draw", "static_cell"), ll["static"].astype(np.float32))
+            loglik["static"] = (("chain", "draw", "static_cell"), ll["static"])
     if "arena" in ll:
         prompts = dataset.arena_items
-        loglik["arena"] = (
-            ("chain", "draw", "prompt"),
-            ll["arena"][..., prompts].astype(np.float32),
-        )
+        loglik["arena"] = (("chain", "draw", "prompt"), ll["arena"][..., prompts])
         ll_coords["prompt"] = dataset.items[prompts]
     if loglik:
         groups["log_likelihood"] = xr.Dataset(loglik, coords=ll_coords)
@@ -202,4 +248,24 @@ def to_inference_data(
         },
         coords={"item": dataset.items},
     )
+    groups["posterior"].attrs["model_config"] = json.dumps(config.to_dict())
     return az.InferenceData(**groups)
+
+
+def model_config_of(idata) -> ModelConfig | None:
+    """The specification recorded in a run's posterior (None for runs that predate it)."""
+    text = idata.posterior.attrs.get("model_config")
+    if not text:
+        return None
+    return ModelConfig().replace(**json.loads(text))
+
+
+def arena_levels_identified(idata) -> bool:
+    """Whether the run's arena difficulties and discriminations are identified.
+
+    They are not when the specification has no arena level term (``arena_level = "none"``,
+    e.g. ``dualeval-offsets``, ``dualeval-paper``): pairs only see differences within a
+    prompt. Runs that predate the recorded specification count as identified.
+    """
+    config = model_config_of(idata)
+    return config is None or config.arena_levels_identified

@@ -28,8 +28,9 @@ import pandas as pd
 
 from bayes_dualeval import __version__, atomic, plots
 from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.diagnostics import CHECKED, ESS_MIN, RHAT_MAX
+from bayes_dualeval.diagnostics import EBFMI_MIN, ESS_MIN, RHAT_MAX, per_parameter
 from bayes_dualeval.errors import InputError, ReportWarning
+from bayes_dualeval.posterior import arena_levels_identified
 from bayes_dualeval.summaries import draws_of, interval, leaderboard, ranks
 
 HTML_FILE = "report.html"
@@ -290,10 +291,12 @@ class _Run:
         pairs=None,
         ppc=None,
         run_dir: Path | None = None,
+        items: pd.DataFrame | None = None,
     ):
         self.run_dir = run_dir
         if ppc is not None:
             self._ppc = ppc
+        self._item_table = items
         self.idata = idata
         self.diagnostics = diagnostics
         self.dataset = dataset
@@ -312,32 +315,70 @@ class _Run:
         self.items = self._items() if self.has_items else None
 
     def _items(self) -> pd.DataFrame:
-        """Item summaries on the centred scale (``b - mean(theta)`` per draw)."""
+        """Item summaries on the centred scale (``b - mean(theta)`` per draw).
+
+        Taken from the run's item table (the same summaries) when there is one, so that
+        wide runs are not summarised twice; computed from the draws otherwise.
+        """
         post = self.idata.posterior
-        shift = draws_of(self.idata, "theta").mean(axis=1, keepdims=True)
-        b = draws_of(self.idata, "b") - shift
         labels = np.asarray(post["item"].values, dtype=str)
         kind = np.asarray(post["item_kind"].values, dtype=str)
         source = np.asarray(post["item_source"].values, dtype=str)
-        lo, hi = interval(b, self.ci)
         out = pd.DataFrame(
             {
                 "item": labels,
                 "kind": kind,
                 "source": source,
-                "group": [f"{k}:{s}" for k, s in zip(kind, source, strict=True)],
-                "b_mean": b.mean(axis=0),
-                "b_lo": lo,
-                "b_hi": hi,
+                "group": np.char.add(np.char.add(kind, ":"), source),
             }
         )
-        self.b_draws = b
+        columns = ["b_mean", "b_lo", "b_hi"] + (["a_mean", "a_lo", "a_hi"] if self.has_a else [])
+        out["identified"] = (kind != "arena") | arena_levels_identified(self.idata)
+        try:
+            table = self.item_table()
+        except Exception:  # noqa: BLE001 - fall back to the draws below
+            table = None
+        if table is not None and table["item"].tolist() == labels.tolist():
+            for name in columns:
+                out[name] = table[name].to_numpy(float)
+            return out
+        b = draws_of(self.idata, "b") - self.theta_shift()[:, None]
+        out["b_mean"] = b.mean(axis=0)
+        out["b_lo"], out["b_hi"] = interval(b, self.ci)
         if self.has_a:
             a = draws_of(self.idata, "a")
-            lo, hi = interval(a, self.ci)
-            out["a_mean"], out["a_lo"], out["a_hi"] = a.mean(axis=0), lo, hi
-            self.a_draws = a
+            out["a_mean"] = a.mean(axis=0)
+            out["a_lo"], out["a_hi"] = interval(a, self.ci)
         return out
+
+    def theta_shift(self) -> np.ndarray:
+        """Mean ability of each pooled draw (item difficulties are centred by it)."""
+        if not hasattr(self, "_shift"):
+            self._shift = draws_of(self.idata, "theta").mean(axis=1)
+        return self._shift
+
+    def item_draws(self, k: int, idx: np.ndarray) -> tuple:
+        """Draws ``idx`` of item ``k``'s centred difficulty and discrimination (1 under 1pl)."""
+        b = draws_of(self.idata, "b")[idx, k] - self.theta_shift()[idx]
+        a = draws_of(self.idata, "a")[idx, k] if self.has_a else np.ones_like(b)
+        return b, a
+
+    def item_table(self) -> pd.DataFrame | None:
+        """The run's item table: as given, read from ``items.csv``, or computed.
+
+        None when this installation has no item checks.
+        """
+        if self._item_table is None:
+            table = _read_items(self)
+            if table is None:
+                checks = _checks_module()
+                if checks is None or not hasattr(checks, "item_table"):
+                    return None
+                table = checks.item_table(
+                    self.idata, self.dataset, ci=self.ci, **self.check_options()
+                )
+            self._item_table = table
+        return self._item_table
 
     def check_options(self) -> dict:
         """Arguments of the checks: the run's pairs (or distillation quantiles) and seed."""
@@ -535,22 +576,32 @@ def _wright(doc: _Doc, run: _Run) -> None:
         doc.note("Skipped: the Bradley-Terry mode (bt) has no item parameters.")
         return
     models = run.board[["model", "theta_mean", "theta_lo", "theta_hi"]]
-    fig = plots.wright_map(models, run.items, ci=None if run.point else run.ci)
+    items = run.items
+    left_out = ""
+    if "identified" in items and not items["identified"].all():
+        n_out = int((~items["identified"]).sum())
+        items = items[items["identified"]]
+        left_out = (
+            f" {n_out} arena prompts are left out: this specification has no arena level "
+            "term, so their difficulties are not identified (items.csv marks them)."
+        )
+    if items.empty:
+        doc.note("Skipped: no item has an identified difficulty." + left_out)
+        return
+    fig = plots.wright_map(models, items, ci=None if run.point else run.ci)
     doc.figure(
         "wright_map",
         fig,
         "Model abilities (top) and the distribution of item difficulties b per item group "
         "(below) on the same centred latent scale. A model at \u03b8 = b succeeds on that "
         "item with probability 0.5; the shaded band spans the models' abilities. Items far "
-        "outside the band are too easy or too hard to separate these models.",
+        "outside the band are too easy or too hard to separate these models." + left_out,
     )
 
 
 def _curve_band(run: _Run, k: int, grid: np.ndarray):
-    idx = run.thin(MAX_DRAWS)
-    b = run.b_draws[idx, k][:, None]
-    a = run.a_draws[idx, k][:, None] if run.has_a else 1.0
-    p = 0.5 * (1.0 + np.tanh(0.5 * a * (grid[None, :] - b)))  # stable sigmoid
+    b, a = run.item_draws(k, run.thin(MAX_DRAWS))
+    p = 0.5 * (1.0 + np.tanh(0.5 * a[:, None] * (grid[None, :] - b[:, None])))  # stable sigmoid
     lo, hi = interval(p, run.ci)
     return p.mean(axis=0), lo, hi
 
@@ -844,17 +895,12 @@ def _read_items(run: _Run) -> pd.DataFrame | None:
 
 
 def _flagged_items(doc: _Doc, run: _Run) -> None:
-    checks = _checks_module()
-    if checks is None or not hasattr(checks, "item_table"):
-        return
-    items = _read_items(run)
+    items = run.item_table()
     if items is None:
-        items = checks.item_table(run.idata, run.dataset, ci=run.ci, **run.check_options())
-    flags = items["flags"].astype(str)
-    counts = {}
-    for text in flags:
-        for flag in filter(None, text.split(";")):
-            counts[flag] = counts.get(flag, 0) + 1
+        return
+    flags = items["flags"].fillna("").astype(str)
+    names = flags[flags != ""].str.split(";").explode()
+    counts = names[names != ""].value_counts().to_dict()
     if not counts:
         doc.para(f"No item is flagged (of {len(items)}).")
         return
@@ -880,26 +926,6 @@ def _flagged_items(doc: _Doc, run: _Run) -> None:
         }
     )
     doc.table(frame, text=("kind", "flags"), names=("item",))
-
-
-def _per_parameter(run: _Run) -> pd.DataFrame:
-    import arviz as az
-
-    from bayes_dualeval.diagnostics import _flatten
-
-    post = run.idata.posterior
-    names = [n for n in CHECKED if n in post.data_vars]
-    sub = post[names]
-    bulk = _flatten(az.ess(sub, method="bulk"))
-    tail = _flatten(az.ess(sub, method="tail"))
-    rhat = _flatten(az.rhat(sub)) if run.n_chain > 1 else {}
-    return pd.DataFrame(
-        {
-            "rhat": pd.Series(rhat, dtype=float),
-            "ess_bulk": pd.Series(bulk, dtype=float),
-            "ess_tail": pd.Series(tail, dtype=float),
-        }
-    ).rename_axis("parameter")
 
 
 def _diagnostics(doc: _Doc, run: _Run) -> None:
@@ -938,8 +964,11 @@ def _diagnostics(doc: _Doc, run: _Run) -> None:
         ],
         "max R-hat": f"{_num(conv.get('max_rhat'), '.4f')} (limit {RHAT_MAX})",
         "min bulk ESS": f"{_num(conv.get('min_ess_bulk'), '.0f')} (minimum {ESS_MIN})",
-        "min tail ESS": f"{_num(conv.get('min_ess_tail'), '.0f')}",
+        "min tail ESS": f"{_num(conv.get('min_ess_tail'), '.0f')} (minimum {ESS_MIN})",
+        "parameters checked": str(conv.get("n_parameters")),
         "divergent transitions": str(conv.get("divergences")),
+        "lowest E-BFMI": f"{_num(conv.get('ebfmi_min'), '.2f')} (minimum {EBFMI_MIN})",
+        "share at max tree depth": _pct(conv.get("treedepth_hit_share")),
         "chains x draws": f"{run.n_chain} x {run.n_draw} (warm-up {settings.get('warmup', '?')})",
         "target acceptance": str(settings.get("target_accept", "?")),
     }
@@ -947,10 +976,6 @@ def _diagnostics(doc: _Doc, run: _Run) -> None:
         if "diverging" in stats:
             per_chain = np.asarray(stats["diverging"].values).sum(axis=1)
             facts["divergences per chain"] = ", ".join(str(int(x)) for x in per_chain)
-        if "tree_depth" in stats and settings.get("max_tree_depth"):
-            depth = np.asarray(stats["tree_depth"].values)
-            hit = int((depth >= settings["max_tree_depth"]).sum())
-            facts["draws at max tree depth"] = f"{hit} of {depth.size}"
         if "acceptance_rate" in stats:
             facts["mean acceptance"] = _num(np.asarray(stats["acceptance_rate"]).mean(), ".3f")
         if "step_size" in stats:
@@ -969,7 +994,7 @@ def _diagnostics(doc: _Doc, run: _Run) -> None:
             }
         )
         doc.table(frame, names=("parameter",))
-    per = _per_parameter(run)
+    per = per_parameter(run.idata)
     doc.figure(
         "rhat_ess",
         plots.rhat_ess(per, rhat_max=RHAT_MAX, ess_min=ESS_MIN),
@@ -1063,7 +1088,15 @@ def _page(doc: _Doc, title: str) -> str:
 
 
 def build(
-    run_dir, idata, diagnostics: dict, dataset: Dataset, *, ci: float, pairs=None, ppc=None
+    run_dir,
+    idata,
+    diagnostics: dict,
+    dataset: Dataset,
+    *,
+    ci: float,
+    pairs=None,
+    ppc=None,
+    items: pd.DataFrame | None = None,
 ) -> _Doc:
     """Build the report in memory (HTML parts, Markdown parts and PNG figures).
 
@@ -1080,13 +1113,16 @@ def build(
         The distilled arena pairs, passed to the posterior-predictive checks.
     ppc : PPC, optional
         Posterior-predictive checks already computed at level ``ci``.
+    items : pandas.DataFrame, optional
+        The run's item table at level ``ci`` (``items.csv``); read from the run folder,
+        or computed, when not given.
 
     Returns
     -------
     _Doc
         With ``html`` and ``md`` lists of parts and ``figures`` (name to PNG bytes).
     """
-    run = _Run(idata, diagnostics, dataset, ci, pairs, ppc, Path(run_dir))
+    run = _Run(idata, diagnostics, dataset, ci, pairs, ppc, Path(run_dir), items)
     doc = _Doc()
     _header(doc, run, Path(run_dir))
     for panel in PANELS:
@@ -1133,6 +1169,7 @@ def write_report(
     ci: float | None = None,
     pairs=None,
     ppc=None,
+    items: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Write ``report.html``, ``report.md`` and ``figures/*.png`` into a run folder.
 
@@ -1153,6 +1190,9 @@ def write_report(
     ppc : PPC, optional
         The run's :func:`~bayes_dualeval.checks.posterior_predictive` result at level
         ``ci`` (computed when None).
+    items : pandas.DataFrame, optional
+        The run's :func:`~bayes_dualeval.checks.item_table` at level ``ci`` (read from
+        ``items.csv``, or computed, when None).
 
     Returns
     -------
@@ -1186,7 +1226,7 @@ def write_report(
         dataset = dataset_from_idata(idata, reward_norm=norm)
     if ci is None:
         ci = float(diagnostics.get("ci") or 0.95)
-    doc = build(run_dir, idata, diagnostics, dataset, ci=ci, pairs=pairs, ppc=ppc)
+    doc = build(run_dir, idata, diagnostics, dataset, ci=ci, pairs=pairs, ppc=ppc, items=items)
     written = []
     fig_dir = run_dir / FIGURES_DIR
     for name, png in doc.figures.items():
