@@ -419,6 +419,10 @@ def fit(
     from bayes_dualeval.run import check_out_dir, default_run_dir
     from bayes_dualeval.run import fit as run_fit
 
+    # what is needed only after sampling (arviz alone takes seconds) is imported while the
+    # sampler compiles and runs, which JAX does without holding the GIL
+    after = ["arviz", "bayes_dualeval.diagnostics", "bayes_dualeval.posterior"]
+    _import_in_background(after + ([] if no_report else ["bayes_dualeval.report"]))
     config = load_spec(model_name).replace(
         mode=mode,
         irt=irt,
@@ -532,6 +536,21 @@ def models():
     for name, description in available_models().items():
         click.echo(f"{name:<18} {description}")
     click.echo(f"(specifications in {models_dir()})")
+
+
+def _import_in_background(names: list[str]) -> None:
+    """Import modules in a daemon thread; a failure is left for the main thread to meet."""
+    import importlib
+    import threading
+
+    def work():
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - imported (and reported) again when used
+                continue
+
+    threading.Thread(target=work, name="import-in-background", daemon=True).start()
 
 
 def _say(text: str, quiet: bool) -> None:

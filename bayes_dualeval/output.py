@@ -63,7 +63,7 @@ def write_tables(
     tables = {
         "leaderboard": leaderboard(idata, dataset, ci=ci),
         "pairwise": pairwise(idata),
-        "items": item_table(idata, dataset, ci=ci, **kw),
+        "items": item_table(idata, dataset, ci=ci, ppc=ppc, **kw),
         "anomalies": flagged,
     }
     for name, table in tables.items():
@@ -85,15 +85,15 @@ def write(result: FitResult, out: str | Path, *, ci: float = 0.95, report: bool 
               "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed,
               "max_draws": CHECK_DRAWS}  # fmt: skip
         ppc = posterior_predictive(result.idata, result.dataset, ci=ci, **kw)
-        write_tables(staging, result.idata, result.dataset, ci=ci, ppc=ppc, **kw)
+        tables = write_tables(staging, result.idata, result.dataset, ci=ci, ppc=ppc, **kw)
         result.diagnostics["ci"] = ci
         result.diagnostics["ppc"] = ppc.summary
-        computed["ppc"] = ppc
+        computed.update(ppc=ppc, items=tables["items"])
 
     computed = {}
     run_dir = write_run(result, out, extra=extra)
     if report:
-        write_report_safely(run_dir, result, ci=ci, ppc=computed.get("ppc"))
+        write_report_safely(run_dir, result, ci=ci, **computed)
     return run_dir
 
 
@@ -126,12 +126,15 @@ def rewrite_tables(run_dir: str | Path, idata, diagnostics: dict, dataset, *, ci
     return ppc, [Path(run_dir) / f"{name}.csv" for name in tables]
 
 
-def write_report_safely(run_dir: Path, result: FitResult, *, ci: float, ppc=None) -> list[Path]:
+def write_report_safely(
+    run_dir: Path, result: FitResult, *, ci: float, ppc=None, items=None
+) -> list[Path]:
     """Write the report of a finished run; on failure warn instead of raising.
 
     The run folder is complete before the report starts, so a report that cannot be
     written (a bug, a full disk) costs only the report: a
-    :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it.
+    :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it. ``ppc`` and
+    ``items`` (the item table) are the run's checks, when already computed.
     """
     from bayes_dualeval.report import write_report
 
@@ -144,6 +147,7 @@ def write_report_safely(run_dir: Path, result: FitResult, *, ci: float, ppc=None
             ci=ci,
             pairs=result.pairs,
             ppc=ppc,
+            items=items,
         )
     except Exception as exc:  # noqa: BLE001 - the run is safe; the report is optional
         warnings.warn(

@@ -20,7 +20,6 @@ import numpy as np
 from bayes_dualeval import __version__, atomic
 from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.diagnostics import convergence, draws_converged
 from bayes_dualeval.distill import Pairs
 from bayes_dualeval.errors import InputError
 from bayes_dualeval.inference import SamplerSettings, sample
@@ -118,7 +117,6 @@ def fit(
     >>> result.idata.posterior["theta_centred"]  # doctest: +SKIP
     """
     from bayes_dualeval.config import load_spec
-    from bayes_dualeval.posterior import to_inference_data
 
     config = config or load_spec("dualeval-2pl")
     settings = settings or SamplerSettings()
@@ -134,10 +132,17 @@ def fit(
     timings["distill"] = round(time.perf_counter() - start, 3)
 
     def until(draws):
+        from bayes_dualeval.diagnostics import draws_converged
+
         return draws_converged(draws.samples, draws.stats, settings.max_tree_depth)
 
     draws = sample(inputs, config, settings, until=until)
     timings.update(draws.timings)
+    # imported here, not at the top: arviz takes seconds to import, and the command line
+    # imports it in the background while the sampler runs
+    from bayes_dualeval.diagnostics import convergence
+    from bayes_dualeval.posterior import to_inference_data
+
     start = time.perf_counter()
     idata = to_inference_data(draws, dataset, inputs, config)
     timings["posterior"] = round(time.perf_counter() - start, 3)

@@ -7,12 +7,21 @@ the same process (centred abilities, ``jax.nn`` log-sigmoids per pair, diagonal 
 matrix, default tree depth 10), and the ratio is printed. Also measures the distillation
 of 200 models x 805 prompts (16 million pairs): time and peak memory.
 
+``--only write`` times what comes after sampling (InferenceData with the pointwise log
+likelihood, ``posterior.nc`` and the tables with their checks, the report) and the peak
+resident memory, each case in a fresh process: DualEval's paper scale with ``--sampler
+map``, a wide static set (12 models x 42,000 questions) with SVI, and an AlpacaEval-sized
+arena (56 models x 805 prompts, about a million decisive pairs; ``--alpaca DIR`` uses the
+real data) with SVI. ``--code DIR`` runs the cases with another copy of the package first
+on the path (an older checkout, for a before/after comparison).
+
 Timings block on the results (``jax.block_until_ready``), so asynchronous dispatch cannot
 flatter them. Run it on an otherwise idle machine::
 
     python scripts/benchmark.py                 # everything (several minutes)
     python scripts/benchmark.py --only paper    # one size
     python scripts/benchmark.py --only distill
+    python scripts/benchmark.py --only write    # after sampling (a few minutes)
 """
 
 from __future__ import annotations
@@ -177,14 +186,103 @@ print(f"distill 200 x 805: {pairs.n_total:,} pairs in {t:.2f}s; kept {pairs.n_pa
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+#: Cases of ``--only write``: (models, static items, arena prompts, sampler).
+WRITE_CASES = {
+    "paper-map": (18, 300, 300, "map"),
+    "wide-svi": (12, 42_000, 0, "svi"),
+    "alpaca-svi": (56, 0, 805, "svi"),
+}
+
+WRITE_CHILD = r"""
+import json, os, resource, sys, time, warnings
+start = time.perf_counter()
+from bayes_dualeval.device import configure
+configure("cpu", 1)
+from bayes_dualeval import output
+from bayes_dualeval.config import load_spec
+from bayes_dualeval.dataset import load
+from bayes_dualeval.inference import SamplerSettings
+from bayes_dualeval.run import fit
+imports = time.perf_counter() - start
+data, sampler, out = sys.argv[1:4]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    t = time.perf_counter()
+    ds = load([data])
+    timings = {"data": time.perf_counter() - t}
+    result = fit(ds, load_spec("dualeval-2pl"), SamplerSettings(sampler=sampler, progress=False),
+                 timings=timings)
+    rss_fit = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t = time.perf_counter()
+    output.write(result, out, ci=0.95)
+    after = time.perf_counter() - t
+t = result.diagnostics["timings"]
+print(json.dumps({
+    "imports": imports, "data": t["data"], "compile": t.get("compile", 0.0),
+    "sampling": t.get("sampling", 0.0), "posterior": t["posterior"],
+    "tables": t["write"], "report": after - t["write"],
+    "after_sampling": t["posterior"] + after, "wall": time.perf_counter() - start,
+    "rss_fit_mib": rss_fit,
+    "rss_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "posterior_mb": os.path.getsize(os.path.join(out, "posterior.nc")) / 1e6,
+}))
+"""
+
+
+def write_case(name: str, tmp: str, alpaca: str | None, code: str | None) -> None:
+    """Fit one case in a child process; print its phase timings and peak memory."""
+    import json
+    import shutil
+
+    m, s, a, sampler = WRITE_CASES[name]
+    if name == "alpaca-svi" and alpaca:
+        folder = alpaca
+    else:
+        from bayes_dualeval import simulate as sim
+
+        folder = os.path.join(tmp, f"write-{name}")
+        if not os.path.exists(os.path.join(folder, "truth.json")):
+            static, arena, truth = sim.simulate(m, s, a, n_domains=3, seed=7)
+            sim.write(folder, static, arena, truth)
+    out = os.path.join(tmp, f"write-{name}-run")
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [code, env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_CHILD, folder, sampler, out],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    print(
+        f"{name:<11} imports {r['imports']:5.1f}s  compile {r['compile']:5.1f}s  "
+        f"sampling {r['sampling']:6.1f}s  | posterior {r['posterior']:5.1f}s  "
+        f"tables {r['tables']:5.1f}s  report {r['report']:5.1f}s  = after sampling "
+        f"{r['after_sampling']:5.1f}s  | wall {r['wall']:6.1f}s  peak RSS "
+        f"{r['rss_peak_mib']:5.0f} MiB (after the fit {r['rss_fit_mib']:5.0f})  "
+        f"posterior.nc {r['posterior_mb']:.0f} MB"
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["paper", "large", "distill"], default=None)
+    parser.add_argument("--only", choices=["paper", "large", "distill", "write"], default=None)
+    parser.add_argument("--alpaca", default=None, help="AlpacaEval folder for --only write")
+    parser.add_argument("--code", default=None, help="package copy to time (--only write)")
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
     parser.add_argument("--tmp", default=os.path.join("runs", "benchmark-data"))
     args = parser.parse_args(argv)
+    if args.only == "write":
+        os.makedirs(args.tmp, exist_ok=True)
+        for name in WRITE_CASES:
+            write_case(name, args.tmp, args.alpaca, args.code)
+        return 0
     import numpyro
 
     numpyro.set_host_device_count(4)
