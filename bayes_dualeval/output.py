@@ -36,6 +36,7 @@ def write_tables(
     seed: int = 0,
     ppc: PPC | None = None,
     max_draws: int = CHECK_DRAWS,
+    converged: bool | None = None,
 ) -> dict:
     """Write the CSV tables of a run into ``folder``; return them as DataFrames by name.
 
@@ -44,7 +45,10 @@ def write_tables(
     :data:`ANOMALY_Q`, and at least the :data:`ANOMALY_TOP` most surprising ones, with the
     ``ci`` level as a column). ``pairs``, ``bb_ratio`` and ``tie_ratio`` describe the run's
     arena pairs (recomputed from the ratios when ``pairs`` is None); ``ppc``, when given,
-    supplies the cell table instead of computing it again.
+    supplies the cell table instead of computing it again. ``converged`` (the run's
+    convergence verdict; None for MAP and SVI) becomes the leaderboard's ``converged``
+    column, so a table copied out of the run folder still says when its intervals cannot
+    be trusted.
     """
     folder = Path(folder)
     kw = {
@@ -60,8 +64,10 @@ def write_tables(
     keep = (cells["q_value"] < ANOMALY_Q).to_numpy() | (np.arange(len(cells)) < ANOMALY_TOP)
     flagged = cells.loc[keep].reset_index(drop=True)
     flagged["ci"] = ci
+    board = leaderboard(idata, dataset, ci=ci)
+    board["converged"] = pd.array([converged] * len(board), dtype="boolean")
     tables = {
-        "leaderboard": leaderboard(idata, dataset, ci=ci),
+        "leaderboard": board,
         "pairwise": pairwise(idata),
         "items": item_table(idata, dataset, ci=ci, ppc=ppc, **kw),
         "anomalies": flagged,
@@ -85,7 +91,10 @@ def write(result: FitResult, out: str | Path, *, ci: float = 0.95, report: bool 
               "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed,
               "max_draws": CHECK_DRAWS}  # fmt: skip
         ppc = posterior_predictive(result.idata, result.dataset, ci=ci, **kw)
-        tables = write_tables(staging, result.idata, result.dataset, ci=ci, ppc=ppc, **kw)
+        tables = write_tables(
+            staging, result.idata, result.dataset, ci=ci, ppc=ppc, converged=result.converged,
+            **kw,
+        )  # fmt: skip
         result.diagnostics["ci"] = ci
         result.diagnostics["ppc"] = ppc.summary
         computed.update(ppc=ppc, items=tables["items"])
@@ -120,7 +129,8 @@ def rewrite_tables(run_dir: str | Path, idata, diagnostics: dict, dataset, *, ci
         "max_draws": CHECK_DRAWS,
     }
     ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
-    tables = write_tables(run_dir, idata, dataset, ci=ci, ppc=ppc, **kw)
+    converged = diagnostics.get("convergence", {}).get("converged")
+    tables = write_tables(run_dir, idata, dataset, ci=ci, ppc=ppc, converged=converged, **kw)
     diagnostics["ci"] = ci
     diagnostics["ppc"] = ppc.summary
     return ppc, [Path(run_dir) / f"{name}.csv" for name in tables]
@@ -166,7 +176,13 @@ def _fmt(x, spec=".2f") -> str:
 def terminal_summary(result: FitResult, *, ci: float = 0.95, top: int = 30) -> str:
     """The leaderboard as fixed-width text, with tier markers between separable models."""
     table = leaderboard(result.idata, result.dataset, ci=ci)
-    return format_leaderboard(table, ci=ci, top=top)
+    text = format_leaderboard(table, ci=ci, top=top)
+    if result.converged is False:
+        text += (
+            "\nNOT CONVERGED: the chains disagree or are too short (see the warnings below);"
+            " do not publish these intervals"
+        )
+    return text
 
 
 def format_leaderboard(table: pd.DataFrame, *, ci: float = 0.95, top: int = 30) -> str:
