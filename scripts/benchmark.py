@@ -235,8 +235,9 @@ def write_case(name: str, tmp: str, alpaca: str | None, code: str | None) -> Non
     import shutil
 
     m, s, a, sampler = WRITE_CASES[name]
+    tmp = os.path.abspath(tmp)
     if name == "alpaca-svi" and alpaca:
-        folder = alpaca
+        folder = os.path.abspath(alpaca)
     else:
         from bayes_dualeval import simulate as sim
 
@@ -252,6 +253,7 @@ def write_case(name: str, tmp: str, alpaca: str | None, code: str | None) -> Non
     done = subprocess.run(
         [sys.executable, "-c", WRITE_CHILD, folder, sampler, out],
         env=env,
+        cwd=tmp,  # not the checkout: with --code, its package must come first on the path
         check=True,
         capture_output=True,
         text=True,

@@ -1,0 +1,201 @@
+"""What comes after sampling: shared checks, draw budgets, thinned log likelihood, netCDF.
+
+Posteriors are synthetic (random draws packaged by the real
+:func:`posterior.to_inference_data`), so nothing here samples.
+"""
+
+import warnings
+
+import arviz as az
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special
+
+from bayes_dualeval import checks, plots, posterior, run, summaries
+from bayes_dualeval.checks import anomalies, item_table, posterior_predictive
+from bayes_dualeval.config import load_spec
+from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.inference import Draws
+from bayes_dualeval.inputs import build_inputs
+from bayes_dualeval.simulate import simulate
+
+
+def _dataset(n_models=6, n_static=30, n_arena=10, seed=1) -> Dataset:
+    static, arena, _ = simulate(n_models, n_static, n_arena, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Dataset.from_frames(static=static, arena=arena)
+
+
+def _posterior(ds, *, chains=2, draws=60, seed=0):
+    """Random draws around a random truth, packaged as a run's InferenceData."""
+    config = load_spec("dualeval-2pl")
+    inputs, pairs = build_inputs(ds, config)
+    rng = np.random.default_rng(seed)
+    m, q = ds.n_models, ds.n_items
+    samples = {
+        "theta": rng.normal(size=m) + 0.3 * rng.normal(size=(chains, draws, m)),
+        "b": rng.normal(size=q) + 0.3 * rng.normal(size=(chains, draws, q)),
+        "a": np.exp(0.3 * rng.normal(size=q) + 0.1 * rng.normal(size=(chains, draws, q))),
+        "gamma": 4.0 + 0.2 * rng.normal(size=(chains, draws)),
+    }
+    samples = {k: np.asarray(v, np.float32) for k, v in samples.items()}
+    draws_ = Draws(samples, {})
+    return posterior.to_inference_data(draws_, ds, inputs, config), pairs, inputs, config, draws_
+
+
+@pytest.fixture(scope="module")
+def run_data():
+    ds = _dataset()
+    idata, pairs, *_ = _posterior(ds)
+    return ds, idata, pairs
+
+
+def test_item_table_reuses_a_matching_ppc(run_data):
+    ds, idata, pairs = run_data
+    kw = {"pairs": pairs, "seed": 3, "max_draws": 50}
+    ppc = posterior_predictive(idata, ds, ci=0.9, **kw)
+    reused = item_table(idata, ds, ci=0.8, ppc=ppc, **kw)
+    fresh = item_table(idata, ds, ci=0.8, **kw)
+    pd.testing.assert_frame_equal(reused, fresh)
+    # another seed: the ppc's checks do not apply and are not used
+    other = item_table(idata, ds, ci=0.8, ppc=ppc, **{**kw, "seed": 4})
+    pd.testing.assert_frame_equal(other, item_table(idata, ds, ci=0.8, **{**kw, "seed": 4}))
+
+
+def test_static_cells_match_a_direct_computation(run_data):
+    ds, idata, pairs = run_data
+    cells = anomalies(idata, ds, pairs, max_draws=10_000)  # every draw
+    theta = idata.posterior["theta"].values.reshape(-1, ds.n_models).astype(np.float64)
+    b = idata.posterior["b"].values.reshape(-1, ds.n_items).astype(np.float64)
+    a = idata.posterior["a"].values.reshape(-1, ds.n_items).astype(np.float64)
+    m, q, y = ds.static_model, ds.static_item, ds.static_y
+    p = special.expit(a[:, q] * (theta[:, m] - b[:, q])).mean(axis=0)
+    tail = np.where(y > 0, p, 1.0 - p)
+    st = cells[cells["kind"] == "static"].set_index(["model", "item"])
+    key = pd.MultiIndex.from_arrays([ds.models[m], ds.items[q]])
+    np.testing.assert_allclose(st.loc[key, "expected"], p, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(st.loc[key, "ppp"], tail, rtol=1e-4, atol=1e-9)
+
+
+def test_arena_cells_match_a_direct_computation(run_data):
+    ds, idata, pairs = run_data
+    cells = anomalies(idata, ds, pairs, max_draws=10_000)
+    theta = idata.posterior["theta"].values.reshape(-1, ds.n_models).astype(np.float64)
+    b = idata.posterior["b"].values.reshape(-1, ds.n_items).astype(np.float64)
+    a = idata.posterior["a"].values.reshape(-1, ds.n_items).astype(np.float64)
+    gamma = idata.posterior["gamma"].values.reshape(-1).astype(np.float64)
+    m, q = ds.arena_model, ds.arena_item
+    p = special.expit(a[:, q] * (theta[:, m] - b[:, q]))
+    keep = ~pairs.both_bad
+    ri, rj = pairs.row_i[keep], pairs.row_j[keep]
+    s = special.expit(gamma[:, None] * (p[:, ri] - p[:, rj]))
+    n_cells = len(ds.arena_z)
+    wins = np.stack(
+        [np.bincount(ri, w, n_cells) + np.bincount(rj, 1 - w, n_cells) for w in s]
+    ).mean(axis=0)
+    used = np.bincount(ri, minlength=n_cells) + np.bincount(rj, minlength=n_cells) > 0
+    ar = cells[cells["kind"] == "arena"].set_index(["model", "item"])
+    key = pd.MultiIndex.from_arrays([ds.models[m[used]], ds.items[q[used]]])
+    assert len(ar) == used.sum()
+    np.testing.assert_allclose(ar.loc[key, "expected"], wins[used], rtol=1e-4, atol=1e-4)
+
+
+def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch):
+    ds, idata, pairs = run_data
+    full = posterior_predictive(idata, ds, pairs, max_draws=100)
+    n_pairs = int((~pairs.both_bad).sum())
+    monkeypatch.setattr(checks, "CHECK_ELEMENTS", 30 * max(n_pairs, len(ds.arena_z)))
+    monkeypatch.setattr(checks, "MIN_CHECK_DRAWS", 5)
+    cut = posterior_predictive(idata, ds, pairs, max_draws=100)
+    assert full.summary["draws_arena"] == 100 and cut.summary["draws_arena"] == 30
+    assert cut.summary["replicates"] >= checks.MIN_REPLICATES
+    for ppc in (full, cut):
+        assert ppc.anomalies["p_value"].between(0, 1).all()
+        assert ppc.anomalies["q_value"].between(0, 1).all()
+    # fewer draws, the same posterior: the checks agree up to Monte Carlo noise
+    a = full.anomalies.set_index(["model", "item"])["expected"]
+    b = cut.anomalies.set_index(["model", "item"])["expected"].reindex(a.index)
+    np.testing.assert_allclose(b, a, atol=0.5)
+    assert cut.summary["arena_dispersion"] == pytest.approx(
+        full.summary["arena_dispersion"], rel=0.5
+    )
+
+
+def test_budget_keeps_all_draws_when_affordable():
+    draws = np.arange(7, 500, 3)
+    assert checks._budget(draws, 10) is draws
+    few = checks._budget(draws, checks.CHECK_ELEMENTS // 60)
+    assert len(few) == max(60, checks.MIN_CHECK_DRAWS)
+    assert few[0] == draws[0] and few[-1] == draws[-1] and np.all(np.diff(few) > 0)
+
+
+def test_log_likelihood_is_thinned_beyond_its_budget(monkeypatch):
+    ds = _dataset(n_models=5, n_static=12, n_arena=6, seed=2)
+    full, _, inputs, config, draws = _posterior(ds, chains=2, draws=40)
+    assert np.array_equal(full.log_likelihood["draw"].values, np.arange(40))
+    per_draw = posterior._per_draw(inputs)
+    monkeypatch.setattr(posterior, "LOGLIK_ELEMENTS", per_draw * 2 * 9)
+    thin = posterior.to_inference_data(draws, ds, inputs, config)
+    kept = thin.log_likelihood["draw"].values
+    assert len(kept) == 9 and kept[0] == 0 and kept[-1] == 39
+    assert thin.posterior.sizes["draw"] == 40  # the posterior itself keeps every draw
+    for name in thin.log_likelihood.data_vars:
+        np.testing.assert_allclose(
+            thin.log_likelihood[name].values,
+            full.log_likelihood[name].sel(draw=kept).values,
+            rtol=1e-5,
+            atol=1e-5,
+        )
+
+
+def test_pointwise_chunks_give_the_same_values():
+    ds = _dataset(n_models=5, n_static=12, n_arena=6, seed=2)
+    _, _, inputs, config, draws = _posterior(ds, chains=1, draws=23)
+    one = posterior.pointwise_loglik(draws.samples, inputs, config, chunk=23)
+    many = posterior.pointwise_loglik(draws.samples, inputs, config, chunk=5)  # padded last
+    for key in ("static", "arena"):
+        np.testing.assert_allclose(many[key], one[key], rtol=1e-6, atol=1e-6)
+
+
+def test_write_netcdf_round_trip(tmp_path, monkeypatch):
+    ds = _dataset(n_models=5, n_static=12, n_arena=6, seed=2)
+    idata, *_ = _posterior(ds, chains=2, draws=30)
+    monkeypatch.setattr(run, "COMPRESS_MAX_BYTES", 1000)
+    path = run.write_netcdf(idata, tmp_path / "posterior.nc")
+    back = az.from_netcdf(str(path), engine="h5netcdf")
+    assert set(back.groups()) == set(idata.groups())
+    for group in idata.groups():
+        a, b = getattr(idata, group), getattr(back, group)
+        assert set(a.data_vars) == set(b.data_vars)
+        for name in a.data_vars:
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+    with h5py.File(path, "r") as f:
+        assert f["posterior/b"].compression is None  # large floats: written as they are
+        assert f["posterior/gamma"].compression == "gzip"  # small: compressed
+        assert f["observed_data/static_y"].compression == "gzip"  # integers: compressed
+
+
+def test_interval_matches_numpy_quantile(monkeypatch):
+    monkeypatch.setattr(summaries, "INTERVAL_BLOCK", 7)
+    rng = np.random.default_rng(5)
+    for shape, axis in (((200, 30), 0), ((4, 300), 1), ((3, 5, 80), 2), ((50,), 0)):
+        x = rng.normal(size=shape).astype(np.float32)
+        lo, hi = summaries.interval(x, 0.9, axis=axis)
+        ref = np.quantile(x.astype(np.float64), [0.05, 0.95], axis=axis)
+        np.testing.assert_allclose(lo, ref[0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(hi, ref[1], rtol=1e-6, atol=1e-6)
+    lo, hi = summaries.interval(np.ones((1, 4)), 0.9)
+    assert np.isnan(lo).all() and np.isnan(hi).all() and lo.shape == (4,)
+
+
+def test_scatter_subset_draws_flagged_points_first():
+    assert np.array_equal(plots._subset(50, limit=100), np.arange(50))
+    first = np.zeros(10_000, bool)
+    first[::1000] = True
+    rows = plots._subset(10_000, first, limit=100)
+    assert len(rows) == 100 and np.all(np.diff(rows) > 0)
+    assert set(np.flatnonzero(first)) <= set(rows)
+    assert np.array_equal(rows, plots._subset(10_000, first, limit=100))  # seeded
