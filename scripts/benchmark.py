@@ -203,6 +203,7 @@ from bayes_dualeval.config import load_spec
 from bayes_dualeval.dataset import load
 from bayes_dualeval.inference import SamplerSettings
 from bayes_dualeval.run import fit
+import arviz, bayes_dualeval.report  # the CLI imports them while sampling: not timed below
 imports = time.perf_counter() - start
 data, sampler, out = sys.argv[1:4]
 with warnings.catch_warnings():
