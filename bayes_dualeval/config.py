@@ -89,7 +89,7 @@ class ModelConfig:
     arena_level: str = "mean"
     lambda_static: float = 1.0
     lambda_arena: float = 1.0
-    lambda_bb: float = 0.2
+    lambda_bb: float = 0.0
     bb_ratio: float = 0.15
     tie_ratio: float = 0.10
     theta_scale: float = 1.0

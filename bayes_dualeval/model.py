@@ -137,7 +137,10 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean, spread
                     "sigma_log_a", dist.LogNormal(jnp.log(config.loga_scale_scale), 0.5)
                 )
         with numpyro.plate("item", inputs.n_items):
-            b_rel = _draw("b_raw", mu_b[g], sigma_b[g], c[0], stretch=spread)
+            # arena prompts are located relative to their group: their common level is only
+            # weakly identified (rewards are normalised), and this way it is one coordinate
+            relative = jnp.where(inputs.prompt_n > 0, mu_b[g], 0.0)
+            b_rel = _draw("b_raw", mu_b[g], sigma_b[g], c[0], stretch=spread, shift=relative)
             b = numpyro.deterministic("b", theta_mean + b_rel)
             if two_pl:
                 log_a = _draw("log_a_raw", mu_la[g], sigma_la[g], c[1], shift=-jnp.log(spread))

@@ -166,6 +166,9 @@ def main(argv=None) -> int:
         "--setting", action="append", default=[], help="sampler setting NAME=VALUE"
     )
     parser.add_argument("--model", default="dualeval-2pl", help="specification to fit")
+    parser.add_argument(
+        "--config", action="append", default=[], help="model setting NAME=VALUE"
+    )
     parser.add_argument("--out", help="also write the table as CSV here")
     args = parser.parse_args(argv)
     cases = {"tuning": TUNING, "held-out": HELD_OUT, "all": {**TUNING, **HELD_OUT}}[args.set]
@@ -184,7 +187,8 @@ def main(argv=None) -> int:
     numpyro.set_host_device_count(settings_kw["chains"])
     rows = []
     for name, (loader, overrides) in cases.items():
-        row = run_one(name, loader, overrides, settings_kw, args.model)
+        extra = {k: _value(v) for k, v in (c.split("=", 1) for c in args.config)}
+        row = run_one(name, loader, {**overrides, **extra}, settings_kw, args.model)
         if row is None:
             continue
         row["set"] = "tuning" if name in TUNING else "held-out"

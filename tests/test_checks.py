@@ -29,7 +29,7 @@ from bayes_dualeval.simulate import simulate
 MAP = SamplerSettings(sampler="map", seed=0)
 ITEM_COLUMNS = [
     "item", "kind", "source", "domain", "b_mean", "b_lo", "b_hi", "a_mean", "a_lo", "a_hi",
-    "observed", "n_models", "information", "ppp", "flags", "ci",
+    "observed", "n_models", "information", "ppp", "identified", "flags", "ci",
 ]  # fmt: skip
 CELL_COLUMNS = [
     "model", "item", "kind", "observed", "expected", "residual", "ppp", "p_value", "q_value",
@@ -118,6 +118,17 @@ def test_item_table_columns_and_flags(mixed):
     assert items.attrs["arena_item_overdispersion"] >= 1.0
     allowed = {"", "no_signal", "low_discrimination", "misfit"}
     assert {f for text in items["flags"] for f in text.split(";")} <= allowed
+    assert items["identified"].all()  # the default specification has the arena level term
+
+
+def test_arena_items_are_marked_unidentified_without_the_level_term(mixed):
+    result = fit(mixed.dataset, load_spec("dualeval-offsets"), MAP)
+    items = item_table(result.idata, result.dataset, pairs=result.pairs)
+    arena = items["kind"] == "arena"
+    assert not items.loc[arena, "identified"].any()
+    assert items.loc[~arena, "identified"].all()
+    assert items.loc[arena, "flags"].str.contains("not_identified").all()
+    assert not items.loc[~arena, "flags"].str.contains("not_identified").any()
 
 
 def test_item_table_1pl_has_unit_discrimination(mixed):

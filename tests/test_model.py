@@ -164,7 +164,9 @@ def test_centred_and_non_centred_coordinates_give_the_same_prior(prior):
     other = dict(latent)
     g = np.asarray(ds.item_group)
     if prior == "hierarchical":
-        other["b_raw"], other["log_a_raw"] = b_rel / spread, log_a + np.log(spread)
+        arena = np.asarray(ds.item_kind) == "arena"
+        shift = np.where(arena, np.asarray(params["mu_b"])[g], 0.0)
+        other["b_raw"], other["log_a_raw"] = (b_rel - shift) / spread, log_a + np.log(spread)
         scale_b = np.asarray(params["sigma_b"])[g]
         scale_a = np.asarray(params["sigma_log_a"])[g]
         jac = np.log(scale_b).sum() + np.log(scale_a).sum() - ds.n_items * np.log(spread)

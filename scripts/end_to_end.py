@@ -1,0 +1,106 @@
+"""Whole-process timings: DualEval's reference fit against ``bayes-dualeval fit``.
+
+Each run is a separate process, started the way a user would start it, and timed from
+launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_maxrss``):
+
+* ``reference``: ``scripts/dualeval_reference.py`` (DualEval's published recipe: a pandas
+  pair loop, 2000 full-batch Adam steps in PyTorch; needs ``pip install torch``);
+* ``nuts``, ``map``, ``svi``: ``bayes-dualeval fit DATA --sampler ...`` writing a complete
+  run folder (tables, checks and report included), with a cold JAX compilation cache.
+
+Data: DualEval's paper scale (18 models, 300 static questions, 300 arena prompts,
+simulated with seed 7) and AlpacaEval (``../shared/data/real/alpaca_eval``; skipped when
+absent). Run it on an otherwise idle machine::
+
+    python scripts/end_to_end.py                      # both data sets, every runner
+    python scripts/end_to_end.py --data paper --runners reference,map
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REAL = REPO.parent / "shared" / "data" / "real"
+RUNNERS = ("reference", "nuts", "map", "svi")
+
+
+def paper_data(tmp: Path) -> Path:
+    out = tmp / "paper"
+    if not (out / "truth.json").exists():
+        subprocess.run(
+            [sys.executable, "-m", "bayes_dualeval", "simulate", str(out), "--models", "18",
+             "--static-items", "300", "--arena-prompts", "300", "--domains", "3", "--seed", "7"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    return out
+
+
+def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float, int, str]:
+    """Run ``cmd``; return wall seconds, peak RSS in MiB, exit status and its output tail."""
+    with open(log, "wb") as fh:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return (
+        seconds,
+        usage.ru_maxrss / 1024,
+        proc.returncode,
+        log.read_text(errors="replace")[-2000:],
+    )
+
+
+def command(runner: str, data: Path, out: Path) -> list[str]:
+    if runner == "reference":
+        return [sys.executable, str(REPO / "scripts" / "dualeval_reference.py"), str(data)]
+    return ["bayes-dualeval", "fit", str(data), "--sampler", runner, "--out", str(out), "-q"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default="paper,alpaca")
+    parser.add_argument("--runners", default=",".join(RUNNERS))
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        env = dict(
+            os.environ, BAYES_DUALEVAL_CACHE=str(tmp / "jax-cache"), OMP_WAIT_POLICY="PASSIVE"
+        )
+        sets = {}
+        if "paper" in args.data:
+            sets["paper (18 x 300+300)"] = paper_data(tmp)
+        if "alpaca" in args.data and (REAL / "alpaca_eval").exists():
+            sets["AlpacaEval (56 x 805)"] = REAL / "alpaca_eval"
+        for name, data in sets.items():
+            base = None
+            for runner in args.runners.split(","):
+                out = tmp / f"{name.split()[0]}-{runner}"
+                cmd = command(runner, data, out)
+                seconds, peak, code, tail = timed(cmd, env, tmp / f"{out.name}.log")
+                if runner == "reference":
+                    base = seconds if code == 0 else None
+                ratio = f"{seconds / base:.2f}x" if base else "-"
+                rows.append((name, runner, seconds, peak, code, ratio))
+                print(f"{name:24s} {runner:10s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
+                      f"  {ratio}", flush=True)  # fmt: skip
+                if code != 0:
+                    print(tail, file=sys.stderr)
+    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference |")
+    print("|---|---|---|---|---|")
+    for name, runner, seconds, peak, code, ratio in rows:
+        status = "" if code == 0 else f" (exit {code})"
+        print(f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
