@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import jax
 import jax.numpy as jnp
@@ -285,6 +285,8 @@ def reusable_nuts(inputs: ModelInputs, config: ModelConfig, settings: SamplerSet
     return run
 
 
+#: Target acceptance of the fresh round that follows draws with divergent transitions.
+DIVERGENCE_TARGET_ACCEPT = 0.95
 _NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
 
 
@@ -305,13 +307,18 @@ def run_nuts(
     until : callable, optional
         ``until(draws) -> bool``: True when the draws so far are good enough (e.g. they
         pass the convergence check). While it is False, up to ``settings.extend`` more
-        rounds of ``settings.draws`` draws per chain are run, each continuing the chains
-        from where they stopped with the adapted step size and mass matrix, and appended.
-        ``info["rounds"]`` counts the rounds run.
+        rounds are run. Without divergences, a round continues the chains from where they
+        stopped (same step size and mass matrix) and appends ``settings.draws`` draws per
+        chain: slow mixing needs more draws. With divergences, more draws of the same
+        kernel would only add more, so the round starts afresh with a smaller step size
+        (target acceptance :data:`DIVERGENCE_TARGET_ACCEPT`) and replaces the draws.
+        ``info["rounds"]`` counts the rounds run, ``info["target_accept"]`` the final
+        target acceptance.
     """
-    mcmc = make_mcmc(inputs, config, settings)
     timings: dict = {}
     rounds, parts = 0, []
+    current = settings
+    mcmc = make_mcmc(inputs, config, current)
     with _timed(timings):
         key = jax.random.PRNGKey(settings.seed)
         while True:
@@ -324,10 +331,16 @@ def run_nuts(
             draws = _nuts_draws(parts, mcmc)
             if until is None or rounds > settings.extend or until(draws):
                 break
-            mcmc.post_warmup_state = mcmc.last_state
-            key = mcmc.post_warmup_state.rng_key
+            diverged = draws.stats["diverging"].any()
+            if diverged and current.target_accept < DIVERGENCE_TARGET_ACCEPT:
+                current = replace(current, target_accept=DIVERGENCE_TARGET_ACCEPT)
+                mcmc, parts = make_mcmc(inputs, config, current), []
+                key = jax.random.fold_in(key, rounds)
+            else:
+                mcmc.post_warmup_state = mcmc.last_state
+                key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
-    draws.info["rounds"] = rounds
+    draws.info.update(rounds=rounds, target_accept=current.target_accept)
     return draws
 
 
@@ -425,76 +438,14 @@ def _posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:
 
 
 def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
-    """Posterior mode in the unconstrained space (DualEval-like point estimates).
+    """Posterior mode that keeps the latent scale: see :func:`bayes_dualeval.mode.run_map`.
 
-    Adam on the potential energy (negative log joint density including the Jacobian of the
-    constraining transforms, so scale parameters cannot collapse to zero), in scanned
-    windows of 250 steps, with the step size halved whenever a window fails to improve;
-    it stops when the improvement falls below ``svi_rtol`` relative, or after
-    ``map_steps`` windows.
+    The mode of the marginal posterior of abilities and hyperparameters, with the item
+    parameters integrated out and the ability contrasts in polar coordinates.
     """
-    key = jax.random.PRNGKey(settings.seed)
-    timings: dict = {}
-    window = 250
-    with _timed(timings):
-        info = initialize_model(
-            key,
-            dualeval_model,
-            model_args=(inputs, config),
-            init_strategy=init_to_uniform(radius=0.5),
-        )
-        x0, unravel = jax.flatten_util.ravel_pytree(info.param_info.z)
-        value_and_grad = jax.value_and_grad(lambda x: info.potential_fn(unravel(x)))
+    from bayes_dualeval.mode import run_map as marginal_mode
 
-        @jax.jit
-        def run_window(x, m, v, t, lr):
-            def body(carry, _):
-                x, m, v, t = carry
-                f, g = value_and_grad(x)
-                t = t + 1
-                m = 0.9 * m + 0.1 * g
-                v = 0.999 * v + 0.001 * g * g
-                mhat = m / (1 - 0.9**t)
-                vhat = v / (1 - 0.999**t)
-                x = x - lr * mhat / (jnp.sqrt(vhat) + 1e-8)
-                return (x, m, v, t), f
-
-            (x, m, v, t), fs = jax.lax.scan(body, (x, m, v, t), None, length=window)
-            return x, m, v, t, fs
-
-        x, m, v, t = x0, jnp.zeros_like(x0), jnp.zeros_like(x0), jnp.zeros((), x0.dtype)
-        lr = 0.05
-        best_x, best_f = x0, float(value_and_grad(x0)[0])
-        windows = 0
-        converged = False
-        while windows < settings.map_steps:
-            x, m, v, t, _ = run_window(x, m, v, t, lr)
-            windows += 1
-            f_now = float(value_and_grad(x)[0])
-            if np.isfinite(f_now) and f_now < best_f:
-                gain = best_f - f_now
-                best_x, best_f = x, f_now
-                if gain < settings.svi_rtol * max(abs(f_now), 1.0):
-                    converged = True
-                    break
-            else:  # overshot: halve the step size and restart Adam from the best point
-                lr /= 2.0
-                x, m, v = best_x, jnp.zeros_like(x0), jnp.zeros_like(x0)
-                t = jnp.zeros((), x0.dtype)
-                if lr < 1e-4:
-                    converged = True
-                    break
-        constrained = info.postprocess_fn(unravel(best_x))
-        grad_norm = float(jnp.linalg.norm(value_and_grad(best_x)[1]))
-        jax.block_until_ready(constrained)
-    samples = {k: np.asarray(v)[None, None] for k, v in constrained.items()}
-    map_info = {
-        "steps": windows * window,
-        "converged": converged,
-        "objective": float(best_f),
-        "grad_norm": grad_norm,
-    }
-    return Draws(samples=samples, timings=timings, info=map_info)
+    return marginal_mode(inputs, config, settings)
 
 
 def _progress(enabled: bool, total: int, label: str):

@@ -129,3 +129,19 @@ def test_draws_converged_reads_raw_draws():
     assert draws_converged(samples, stats)
     samples["theta"][1] += 3.0
     assert not draws_converged(samples, stats)
+
+
+def test_divergences_restart_with_a_smaller_step_instead_of_drawing_more():
+    inputs, config = _tiny_inputs()
+    # a target acceptance this low adapts a step size far too large: divergences follow
+    settings = SamplerSettings(chains=1, warmup=60, draws=20, extend=1, seed=3, target_accept=0.05)
+    seen = []
+
+    def until(draws):
+        seen.append(bool(draws.stats["diverging"].any()))
+        return False
+
+    draws = run_nuts(inputs, config, settings, until=until)
+    assert seen == [True]  # the first round diverged; the second is not checked (budget)
+    assert draws.info["rounds"] == 2 and draws.info["target_accept"] == 0.95
+    assert draws.samples["theta"].shape[1] == 20  # replaced, not appended
