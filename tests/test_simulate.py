@@ -43,6 +43,18 @@ def test_truth_ids_match_loaded_ids(tmp_path):
     assert "arena::math_prompt_0000" in truth["items"]
 
 
+def test_without_prompt_offsets_the_rewards_carry_the_prompt_level():
+    _, arena, truth = simulate(30, 0, 40, prompt_offset_sd=0.0, reward_noise=0.1, seed=4)
+    items = truth["items"]
+    mean_reward = arena.groupby("item_id")["reward"].mean()
+    b = pd.Series({q.split("::", 1)[1]: v["b"] for q, v in items.items()})
+    # easy prompts (low b) get high mean rewards: a strong negative rank correlation
+    assert mean_reward.corr(b.reindex(mean_reward.index), method="spearman") < -0.9
+    _, arena, _ = simulate(30, 0, 40, prompt_offset_sd=1.0, reward_noise=0.1, seed=4)
+    offsets = arena.groupby("item_id")["reward"].mean()
+    assert offsets.corr(b.reindex(offsets.index), method="spearman") > -0.9
+
+
 def test_truth_contents(tmp_path):
     static, arena, truth = simulate(4, 30, 20, gamma_reward=3.0, reward_noise=0.2, seed=1)
     assert (
@@ -64,6 +76,9 @@ def test_truth_contents(tmp_path):
         "arena_prompts": 20,
         "domains": 3,
         "missing": 0.0,
+        "prompt_offset_sd": 1.0,
+        "log_a_mean": 0.0,
+        "log_a_sd": 0.3,
         "seed": 1,
     }
     items = truth["items"]
