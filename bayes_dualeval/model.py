@@ -243,9 +243,7 @@ def static_loglik(theta, a, b, inputs: ModelInputs):
     return inputs.static_y * eta - softplus(eta)
 
 
-def arena_loglik(
-    theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None
-):
+def arena_loglik(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None):
     """Arena log likelihood per item, shape (Q,) (zero for items that are not arena prompts).
 
     Decisive pairs contribute ``w [t log_sigmoid(x) + (1 - t) log_sigmoid(-x)]`` to their

@@ -166,9 +166,7 @@ def main(argv=None) -> int:
         "--setting", action="append", default=[], help="sampler setting NAME=VALUE"
     )
     parser.add_argument("--model", default="dualeval-2pl", help="specification to fit")
-    parser.add_argument(
-        "--config", action="append", default=[], help="model setting NAME=VALUE"
-    )
+    parser.add_argument("--config", action="append", default=[], help="model setting NAME=VALUE")
     parser.add_argument("--out", help="also write the table as CSV here")
     args = parser.parse_args(argv)
     cases = {"tuning": TUNING, "held-out": HELD_OUT, "all": {**TUNING, **HELD_OUT}}[args.set]

@@ -263,8 +263,7 @@ def main(argv=None) -> int:
             row = next(iter(cells.values()))
             label = {"pairwise ECE": "pairwise-order ECE"}.get(quantity, quantity)
             print(
-                f"| {scenario} | {label} (mean over fits) | {row['coverage']:.3f} | "
-                f"| {row['n']} |"
+                f"| {scenario} | {label} (mean over fits) | {row['coverage']:.3f} | | {row['n']} |"
             )
             continue
         c50, c90 = cells.get(0.5), cells.get(0.9)
