@@ -386,7 +386,7 @@ class _Problem:
         # unchanged, but it carries the derivative of the mode with respect to the
         # globals (implicit function theorem), and so does the curvature taken after it.
         g, hess = self._curvature(x_hat, theta, extra, loc, scale)
-        mode = x_hat + _solve(_positive(hess), g)
+        mode = x_hat + _solve(jax.lax.stop_gradient(_positive(hess)), g)  # g = 0: exact
         _, hess = self._curvature(mode, theta, extra, loc, scale)
         chol = _chol_inverse(_positive(hess))  # (d, d, Q)
         nodes = mode[None] + jnp.einsum("ijq,kj->kiq", chol, self.nodes)  # (K, d, Q)
