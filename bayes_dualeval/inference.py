@@ -335,7 +335,7 @@ def run_nuts(
             if diverged and current.target_accept < DIVERGENCE_TARGET_ACCEPT:
                 current = replace(current, target_accept=DIVERGENCE_TARGET_ACCEPT)
                 mcmc, parts = make_mcmc(inputs, config, current), []
-                key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)  # not per-chain keys
+                key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
             else:
                 mcmc.post_warmup_state = mcmc.last_state
                 key = mcmc.post_warmup_state.rng_key
