@@ -19,6 +19,7 @@ absent). Run it on an otherwise idle machine::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -64,10 +65,27 @@ def command(runner: str, data: Path, out: Path) -> list[str]:
     return ["bayes-dualeval", "fit", str(data), "--sampler", runner, "--out", str(out), "-q"]
 
 
+def converged(out: Path) -> str:
+    """One line on a NUTS run's convergence, read from its diagnostics.json."""
+    try:
+        diag = json.loads((out / "diagnostics.json").read_text())
+    except (OSError, ValueError):
+        return "no diagnostics"
+    conv = diag.get("convergence", {})
+    word = "converged" if conv.get("converged") else "NOT converged"
+    nan = float("nan")
+    rhat, bulk, tail = (conv.get(k, nan) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail"))
+    return f"{word}: R-hat {rhat:.4f}, ESS {bulk:.0f}/{tail:.0f}, {conv.get('divergences')} div"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="paper,alpaca")
-    parser.add_argument("--runners", default=",".join(RUNNERS))
+    parser.add_argument(
+        "--runners",
+        default="",
+        help="comma-separated runners (default: all on paper scale; NUTS skipped on AlpacaEval)",
+    )
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,23 +100,27 @@ def main(argv=None) -> int:
             sets["AlpacaEval (56 x 805)"] = REAL / "alpaca_eval"
         for name, data in sets.items():
             base = None
-            for runner in args.runners.split(","):
+            runners = args.runners or ",".join(
+                r for r in RUNNERS if not (r == "nuts" and name.startswith("AlpacaEval"))
+            )
+            for runner in runners.split(","):
                 out = tmp / f"{name.split()[0]}-{runner}"
                 cmd = command(runner, data, out)
                 seconds, peak, code, tail = timed(cmd, env, tmp / f"{out.name}.log")
                 if runner == "reference":
                     base = seconds if code == 0 else None
                 ratio = f"{seconds / base:.2f}x" if base else "-"
-                rows.append((name, runner, seconds, peak, code, ratio))
+                verdict = converged(out) if runner == "nuts" else ""
+                rows.append((name, runner, seconds, peak, code, ratio, verdict))
                 print(f"{name:24s} {runner:10s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
-                      f"  {ratio}", flush=True)  # fmt: skip
+                      f"  {ratio} {verdict}", flush=True)  # fmt: skip
                 if code != 0:
                     print(tail, file=sys.stderr)
-    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference |")
-    print("|---|---|---|---|---|")
-    for name, runner, seconds, peak, code, ratio in rows:
+    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference | convergence |")
+    print("|---|---|---|---|---|---|")
+    for name, runner, seconds, peak, code, ratio, verdict in rows:
         status = "" if code == 0 else f" (exit {code})"
-        print(f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} |")
+        print(f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} | {verdict} |")
     return 0
 
 
