@@ -1,3 +1,3 @@
-from bayes_dualeval.cli import main
+from bayes_dualeval.cli.commands import main
 
 main()

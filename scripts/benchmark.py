@@ -39,7 +39,7 @@ SIZES = {"paper": (18, 300, 300), "large": (60, 1000, 1000)}
 
 def make_data(name: str, tmp: str) -> str:
     """Simulate a dataset of the named size into files (so loading is timed too)."""
-    from bayes_dualeval import simulate as sim
+    from bayes_dualeval.data import simulate as sim
 
     m, s, a = SIZES[name]
     out = os.path.join(tmp, name)
@@ -84,10 +84,10 @@ def run_case(name: str, tmp: str, draws: int, warmup: int, naive: bool) -> None:
     import numpy as np
     from numpyro.infer import MCMC, NUTS
 
-    from bayes_dualeval import inference
-    from bayes_dualeval.config import load_spec
-    from bayes_dualeval.dataset import load
-    from bayes_dualeval.inputs import build_inputs
+    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.inference import sampling as inference
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.inputs import build_inputs
 
     folder = make_data(name, tmp)
     t0 = time.perf_counter()
@@ -167,8 +167,8 @@ def distill_case() -> None:
     """Distil 200 models x 805 prompts in a child process and report time and peak RSS."""
     code = r"""
 import resource, time, numpy as np, pandas as pd, warnings
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.distill import distill
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.distill import distill
 rng = np.random.default_rng(0)
 m, q = 200, 805
 frame = pd.DataFrame({"model_label": np.repeat([f"m{i}" for i in range(m)], q),
@@ -196,14 +196,14 @@ WRITE_CASES = {
 WRITE_CHILD = r"""
 import json, os, resource, sys, time, warnings
 start = time.perf_counter()
-from bayes_dualeval.device import configure
+from bayes_dualeval.inference.device import configure
 configure("cpu", 1)
-from bayes_dualeval import output
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.dataset import load
-from bayes_dualeval.inference import SamplerSettings
-from bayes_dualeval.run import fit
-import arviz, bayes_dualeval.report  # the CLI imports them while sampling: not timed below
+from bayes_dualeval.runs import output
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.data.dataset import load
+from bayes_dualeval.inference.sampling import SamplerSettings
+from bayes_dualeval.runs.fit import fit
+import arviz, bayes_dualeval.report.document  # the CLI imports these while sampling: untimed
 imports = time.perf_counter() - start
 data, sampler, out = sys.argv[1:4]
 with warnings.catch_warnings():
@@ -240,7 +240,7 @@ def write_case(name: str, tmp: str, alpaca: str | None, code: str | None) -> Non
     if name == "alpaca-svi" and alpaca:
         folder = os.path.abspath(alpaca)
     else:
-        from bayes_dualeval import simulate as sim
+        from bayes_dualeval.data import simulate as sim
 
         folder = os.path.join(tmp, f"write-{name}")
         if not os.path.exists(os.path.join(folder, "truth.json")):

@@ -51,8 +51,8 @@ def _real(folder: str, files: tuple[str, ...] = ()):
 
 
 def _simulated(n_models, n_static, n_arena, *, seed, **kw):
-    from bayes_dualeval.dataset import Dataset
-    from bayes_dualeval.simulate import simulate
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.data.simulate import simulate
 
     static, arena, _ = simulate(n_models, n_static, n_arena, seed=seed, **kw)
     return Dataset.from_frames(
@@ -61,7 +61,7 @@ def _simulated(n_models, n_static, n_arena, *, seed, **kw):
 
 
 def _lsat7():
-    from bayes_dualeval.dataset import Dataset
+    from bayes_dualeval.data.dataset import Dataset
 
     patterns = np.array(list(itertools.product([0, 1], repeat=5)))
     y = np.repeat(patterns, LSAT7_COUNTS, axis=0)
@@ -115,9 +115,9 @@ def _real_bundled():
 
 
 def run_one(name, loader, overrides, settings_kw, model="dualeval-2pl") -> dict | None:
-    from bayes_dualeval.config import load_spec
-    from bayes_dualeval.inference import SamplerSettings
-    from bayes_dualeval.run import fit
+    from bayes_dualeval.inference.sampling import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.runs.fit import fit
 
     ds = loader()
     if ds is None:

@@ -56,9 +56,9 @@ SIZES = {"models": 8, "static": 40, "arena": 30}
 
 def simulate_case(scenario: str, rep: int):
     """One simulated dataset, its configuration and truth."""
-    from bayes_dualeval.config import ModelConfig
-    from bayes_dualeval.dataset import Dataset
-    from bayes_dualeval.simulate import simulate
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.data.simulate import simulate
+    from bayes_dualeval.model.config import ModelConfig
 
     kind, _, rest = scenario.partition(":")
     lik, _, level = rest.partition(":")
@@ -92,7 +92,7 @@ def _cover(draws: np.ndarray, truth: np.ndarray, level: float) -> np.ndarray:
 
 def metrics(samples: dict, ds, truth: dict) -> dict:
     """Coverage indicators and pairwise-order calibration terms of one fit."""
-    from bayes_dualeval.summaries import ranks
+    from bayes_dualeval.posterior.summaries import ranks
 
     theta = samples["theta"].reshape(-1, ds.n_models)
     mean_theta = theta.mean(axis=1, keepdims=True)
@@ -133,8 +133,8 @@ def metrics(samples: dict, ds, truth: dict) -> dict:
 def worker(tasks, settings_dict, queue):
     """Fit every task of one process; reuse one compiled sampler per scenario."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from bayes_dualeval.inference import SamplerSettings, reusable_nuts
-    from bayes_dualeval.inputs import build_inputs, pad_pairs
+    from bayes_dualeval.inference.sampling import SamplerSettings, reusable_nuts
+    from bayes_dualeval.model.inputs import build_inputs, pad_pairs
 
     settings = SamplerSettings(**settings_dict)
     samplers = {}

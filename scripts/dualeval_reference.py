@@ -15,7 +15,7 @@ What it re-creates
   pairwise ``|dz|``) are dropped; both-bad pairs (``max(z_i, z_j)`` at or below the 15%
   quantile of all pairwise maxima, not a tie) get the both-bad loss; the rest are decisive.
   Both quantiles are taken over all pairs before ties are dropped, as in
-  :mod:`bayes_dualeval.distill`.
+  :mod:`bayes_dualeval.data.distill`.
 * **Model**: 2PL ``p_iq = sigmoid(a_q (theta_i - b_q))`` for static questions and arena
   prompts alike, with ``a_q = exp(log_a_q)`` (exp rather than softplus, so the ridge on
   ``log a`` is a ridge on a free parameter) and ``gamma = exp(log_gamma) > 0`` learned.

@@ -42,12 +42,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.dataset import Dataset, load
-from bayes_dualeval.inference import SamplerSettings, run_map
-from bayes_dualeval.inputs import build_inputs, select_kinds
-from bayes_dualeval.run import fit
-from bayes_dualeval.simulate import simulate
+from bayes_dualeval.data.dataset import Dataset, load
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference.sampling import SamplerSettings, run_map
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.inputs import build_inputs, select_kinds
+from bayes_dualeval.runs.fit import fit
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 #: Long warm-up and deep trees: the posterior is a long ridge along the latent scale, and

@@ -1,4 +1,4 @@
-"""Item table, anomalies and posterior-predictive checks (bayes_dualeval.checks)."""
+"""Item table, anomalies and posterior-predictive checks (bayes_dualeval.checks.ppc)."""
 
 import json
 import math
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_dualeval import output
-from bayes_dualeval.checks import (
+from bayes_dualeval.checks.contamination import auroc, contamination_study
+from bayes_dualeval.checks.ppc import (
     FLAG_Q,
     anomalies,
     bh_qvalues,
@@ -18,13 +18,13 @@ from bayes_dualeval.checks import (
     item_table,
     posterior_predictive,
 )
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.contamination import auroc, contamination_study
-from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.errors import DataWarning, InputError
-from bayes_dualeval.inference import SamplerSettings
-from bayes_dualeval.run import fit
-from bayes_dualeval.simulate import simulate
+from bayes_dualeval.inference.sampling import SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.runs import output
+from bayes_dualeval.runs.fit import fit
 
 MAP = SamplerSettings(sampler="map", seed=0)
 ITEM_COLUMNS = [

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from bayes_dualeval import __version__
-from bayes_dualeval.cli import cli
+from bayes_dualeval.cli.commands import cli
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

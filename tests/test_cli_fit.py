@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from bayes_dualeval import output
-from bayes_dualeval.cli import cli
+from bayes_dualeval.cli.commands import cli
+from bayes_dualeval.runs import output
 
 
 @pytest.fixture(scope="module")

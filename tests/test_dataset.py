@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bayes_dualeval import Dataset, DataWarning, InputError, load
-from bayes_dualeval.dataset import normalise_rewards
+from bayes_dualeval.data.dataset import normalise_rewards
 
 ARRAYS = [
     "models",

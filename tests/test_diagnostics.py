@@ -6,18 +6,18 @@ import arviz as az
 import numpy as np
 import pytest
 
-from bayes_dualeval.config import ModelConfig
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.diagnostics import (
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference.sampling import SamplerSettings, run_nuts
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.posterior.diagnostics import (
     EBFMI_MIN,
     convergence,
     draws_converged,
     energy_stats,
     per_parameter,
 )
-from bayes_dualeval.inference import SamplerSettings, run_nuts
-from bayes_dualeval.inputs import build_inputs
-from bayes_dualeval.simulate import simulate
 
 
 def _idata(rng, *, shift_raw=0.0, energy=None, n_steps=None, chains=4, draws=1000):

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_dualeval import Dataset, DataWarning, InputError, distill
-from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO, enumerate_pairs
+from bayes_dualeval import Dataset, DataWarning, InputError
+from bayes_dualeval.data import distill
+from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO, enumerate_pairs
 
 
 def make_dataset(seed, *, n_models, n_prompts, missing, discrete, n_sources=1):

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bayes_dualeval import Dataset, DataWarning, InputError, load
-from bayes_dualeval.io import find_files, read_paths
+from bayes_dualeval.data.readers import find_files, read_paths
 
 M = ["m1", "m2", "m3"]
 

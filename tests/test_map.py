@@ -11,13 +11,13 @@ from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 from scipy.stats import spearmanr
 
-from bayes_dualeval import mode
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.inference import SamplerSettings, run_map
-from bayes_dualeval.inputs import build_inputs
-from bayes_dualeval.model import dualeval_model
-from bayes_dualeval.simulate import simulate
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference import mode
+from bayes_dualeval.inference.sampling import SamplerSettings, run_map
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.joint import dualeval_model
 
 
 def wide_static(n_models=10, n_items=3000, seed=0):

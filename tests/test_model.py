@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 from numpyro.handlers import seed, substitute, trace
 
-from bayes_dualeval.config import ModelConfig, available_models, load_spec
-from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.errors import ConfigError
-from bayes_dualeval.inputs import build_inputs
-from bayes_dualeval.model import (
+from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.joint import (
     _helmert,
     arena_loglik,
     dualeval_model,
@@ -22,7 +23,6 @@ from bayes_dualeval.model import (
     softplus,
     static_loglik,
 )
-from bayes_dualeval.simulate import simulate
 
 
 def small_dataset(n_models=6, n_static=12, n_arena=8, missing=0.2, seed_=3):
@@ -232,7 +232,7 @@ def test_specs_load_and_typos_are_errors(tmp_path):
 
 
 def test_models_folder_ships_with_the_package():
-    from bayes_dualeval.config import models_dir
+    from bayes_dualeval.model.config import models_dir
 
     assert (models_dir() / "dualeval-2pl.toml").is_file()
 

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.inference import SamplerSettings
-from bayes_dualeval.reference import mml_2pl
-from bayes_dualeval.run import fit
-from bayes_dualeval.simulate import simulate
+from bayes_dualeval.checks.reference import mml_2pl
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference.sampling import SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.runs.fit import fit
 
 
 def _dataset(n_models, n_static, n_arena, seed, missing=0.0, **reward):

@@ -18,17 +18,19 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from bayes_dualeval import output, plots, report
-from bayes_dualeval.cli import cli
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.diagnostics import convergence
+from bayes_dualeval.cli.commands import cli
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.errors import ReportWarning
-from bayes_dualeval.inference import Draws, SamplerSettings
-from bayes_dualeval.inputs import build_inputs
-from bayes_dualeval.posterior import to_inference_data
-from bayes_dualeval.run import FitResult, fit, load_run
-from bayes_dualeval.simulate import simulate
+from bayes_dualeval.inference.sampling import Draws, SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.posterior.diagnostics import convergence
+from bayes_dualeval.posterior.idata import to_inference_data
+from bayes_dualeval.report import document as report
+from bayes_dualeval.report import plots
+from bayes_dualeval.runs import output
+from bayes_dualeval.runs.fit import FitResult, fit, load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "scripts" / "check_report.py"

@@ -13,13 +13,17 @@ import pandas as pd
 import pytest
 from scipy import special
 
-from bayes_dualeval import checks, plots, posterior, run, summaries
-from bayes_dualeval.checks import anomalies, item_table, posterior_predictive
-from bayes_dualeval.config import load_spec
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.inference import Draws
-from bayes_dualeval.inputs import build_inputs
-from bayes_dualeval.simulate import simulate
+from bayes_dualeval.checks import ppc as checks
+from bayes_dualeval.checks.ppc import anomalies, item_table, posterior_predictive
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference.sampling import Draws
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.posterior import idata as posterior
+from bayes_dualeval.posterior import summaries
+from bayes_dualeval.report import plots
+from bayes_dualeval.runs import fit as run
 
 
 def _dataset(n_models=6, n_static=30, n_arena=10, seed=1) -> Dataset:

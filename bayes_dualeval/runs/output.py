@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval import atomic
-from bayes_dualeval.checks import PPC, item_table, posterior_predictive
-from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
+from bayes_dualeval.runs import atomic
+from bayes_dualeval.checks.ppc import PPC, item_table, posterior_predictive
+from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
 from bayes_dualeval.errors import ReportWarning
-from bayes_dualeval.run import FitResult, write_run
-from bayes_dualeval.summaries import leaderboard, pairwise
+from bayes_dualeval.runs.fit import FitResult, write_run
+from bayes_dualeval.posterior.summaries import leaderboard, pairwise
 
 #: ``anomalies.csv`` keeps every cell with a q-value below this ...
 ANOMALY_Q = 0.2
@@ -117,7 +117,7 @@ def rewrite_tables(run_dir: str | Path, idata, diagnostics: dict, dataset, *, ci
     Returns
     -------
     tuple
-        ``(ppc, paths)``: the :class:`~bayes_dualeval.checks.PPC` computed on the way (for
+        ``(ppc, paths)``: the :class:`~bayes_dualeval.checks.ppc.PPC` computed on the way (for
         the report) and the CSV files written.
     """
     config = diagnostics.get("config", {})
@@ -146,7 +146,7 @@ def write_report_safely(
     :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it. ``ppc`` and
     ``items`` (the item table) are the run's checks, when already computed.
     """
-    from bayes_dualeval.report import write_report
+    from bayes_dualeval.report.document import write_report
 
     try:
         return write_report(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.dataset import Dataset
+from bayes_dualeval.data.dataset import Dataset
 
 
 def draws_of(idata, name: str) -> np.ndarray:

@@ -65,12 +65,12 @@ from numpyro.handlers import seed, substitute, trace
 from numpyro.infer.util import constrain_fn, potential_energy
 from scipy.optimize import minimize
 
-from bayes_dualeval.config import ModelConfig
-from bayes_dualeval.inputs import ModelInputs
-from bayes_dualeval.model import arena_loglik, dualeval_model, static_loglik
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 
 if TYPE_CHECKING:  # inference imports this module inside run_map
-    from bayes_dualeval.inference import Draws, SamplerSettings
+    from bayes_dualeval.inference.sampling import Draws, SamplerSettings
 
 #: Plate whose sites are integrated out.
 ITEM_PLATE = "item"
@@ -111,7 +111,7 @@ def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         ``relative_change`` (of the objective in the last iteration),
         ``newton_converged``, ``message`` (L-BFGS-B's) and ``method``.
     """
-    from bayes_dualeval.inference import Draws, _timed
+    from bayes_dualeval.inference.sampling import Draws, _timed
 
     timings: dict = {}
     with _timed(timings), jax.enable_x64(True):

@@ -18,7 +18,7 @@ from pathlib import Path
 from bayes_dualeval.errors import ConfigError
 
 MODES = ("both", "static", "arena", "bt")
-IRTS = ("2pl", "1pl")
+IRTS = ("2pl", "1pl", "3pl", "4pl")
 ITEM_PRIORS = ("hierarchical", "independent")
 ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
 ARENA_LEVELS = ("mean", "none")
@@ -36,8 +36,10 @@ class ModelConfig:
     mode : {"both", "static", "arena", "bt"}
         Which data enter: joint (every kind present), static only, arena only, or a
         Bradley-Terry baseline on the arena soft targets.
-    irt : {"2pl", "1pl"}
-        Two-parameter IRT, or Rasch (all ``a_q = 1``).
+    irt : {"2pl", "1pl", "3pl", "4pl"}
+        The item response function (:mod:`bayes_dualeval.model.links`): two-parameter
+        IRT, Rasch (all ``a_q = 1``), 2PL with a guessing floor ``c_q`` on static
+        questions (3PL), or also an upper asymptote ``d_q`` (4PL).
     item_prior : {"hierarchical", "independent"}
         Pooled item priors with a learned location and scale per (kind, source), or fixed
         weakly-informative priors.
@@ -58,7 +60,7 @@ class ModelConfig:
     lambda_static, lambda_arena, lambda_bb : float
         Likelihood powers of the static, arena-pair and both-bad terms.
     bb_ratio, tie_ratio : float
-        Distillation quantiles (see :func:`bayes_dualeval.distill.distill`).
+        Distillation quantiles (see :func:`bayes_dualeval.data.distill.distill`).
     theta_scale : float
         Prior standard deviation of abilities: ``theta ~ Normal(0, theta_scale)``.
     gamma_loc, gamma_scale : float
@@ -77,6 +79,11 @@ class ModelConfig:
         Reward likelihood: ``sigma ~ HalfNormal(sigma_scale)``.
     level_loc_scale : float
         Arena level term: ``c_s ~ Normal(0, level_loc_scale)``.
+    guess_mean, guess_strength : float
+        3PL/4PL: ``c_q ~ Beta(guess_mean k, (1 - guess_mean) k)`` with ``k =
+        guess_strength``; 0.25 suits four-option multiple choice.
+    ceiling_mean, ceiling_strength : float
+        4PL: ``d_q ~ Beta(ceiling_mean k, (1 - ceiling_mean) k)``, ``k = ceiling_strength``.
     description : str
         One line on what the specification is for.
     """
@@ -103,6 +110,10 @@ class ModelConfig:
     loga_scale: float = 1.0
     sigma_scale: float = 1.0
     level_loc_scale: float = 1.0
+    guess_mean: float = 0.25
+    guess_strength: float = 20.0
+    ceiling_mean: float = 0.95
+    ceiling_strength: float = 20.0
     description: str = ""
 
     def __post_init__(self):
@@ -127,6 +138,12 @@ class ModelConfig:
                     raise ConfigError(f"{f.name} must be positive, got {value}")
                 if f.name.startswith("lambda_") and value < 0:
                     raise ConfigError(f"{f.name} must be non-negative, got {value}")
+        for name in ("guess_mean", "ceiling_mean"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        for name in ("guess_strength", "ceiling_strength"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("bb_ratio", "tie_ratio"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
@@ -154,7 +171,7 @@ def models_dir() -> Path:
     installed = resources.files("bayes_dualeval") / "_models"
     if installed.is_dir():
         return Path(str(installed))
-    return Path(__file__).resolve().parent.parent / "models"
+    return Path(__file__).resolve().parents[2] / "models"
 
 
 def available_models() -> dict[str, str]:

@@ -16,7 +16,7 @@ under a flat prior. ``bt`` is DualEval's Bradley-Terry baseline,
 Every term is a sum over observations in a stable log-sigmoid / softplus form. The
 functions :func:`static_loglik` and :func:`arena_loglik` give the pointwise terms used for
 the ``log_likelihood`` group; :func:`dualeval_model` adds the same terms, summed more
-cheaply (see :mod:`bayes_dualeval.inputs`).
+cheaply (see :mod:`bayes_dualeval.model.inputs`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from bayes_dualeval.config import ModelConfig
-from bayes_dualeval.inputs import ModelInputs
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
 
 MAX_DENSE_MODELS = 100
 _LOG_2PI = float(jnp.log(2 * jnp.pi))
@@ -116,7 +116,7 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean, spread
     exactly), so stretching the scale moves the ability contrasts and the group
     hyperparameters only, all of them in NUTS's dense-mass block, and no item coordinate.
     Each item is centred (``inputs.item_centred``, see
-    :func:`bayes_dualeval.inputs.centring`) when its responses pin it down, and
+    :func:`bayes_dualeval.model.inputs.centring`) when its responses pin it down, and
     non-centred (``b_raw`` standard normal, scaled by ``sigma_b``) when the prior
     dominates: with informative data, non-centred coordinates tie every ``b_raw`` to
     ``sigma_b``, and with weak data centred ones make a funnel. (Coordinates relative to
@@ -218,7 +218,7 @@ def _level_per_item(p, gamma, level_c, inputs: ModelInputs):
     ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
     of a mean of ``n_q`` rewards, with the within-prompt noise estimated from the data
-    (:func:`bayes_dualeval.inputs.prompt_level`). The noise is fixed, not learned: every
+    (:func:`bayes_dualeval.model.inputs.prompt_level`). The noise is fixed, not learned: every
     prompt has its own ``b_q`` that could absorb its mean exactly, so a learned spread of
     per-prompt leniency is not identified (it trades off against the spread of the
     difficulties, and sampling it makes a funnel). Rewards whose leniency varies by prompt
@@ -295,7 +295,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     Parameters
     ----------
     inputs : ModelInputs
-        Precomputed arrays from :func:`bayes_dualeval.inputs.build_inputs`.
+        Precomputed arrays from :func:`bayes_dualeval.model.inputs.build_inputs`.
     config : ModelConfig
         Mode, IRT variant, priors and likelihood weights.
 

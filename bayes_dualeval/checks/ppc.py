@@ -1,8 +1,8 @@
 r"""Item table, posterior-predictive checks and surprising cells of a fitted run.
 
 Three public entry points, all reading an :class:`arviz.InferenceData` from
-:func:`bayes_dualeval.run.fit` (or :func:`bayes_dualeval.run.load_run`) together with the
-:class:`~bayes_dualeval.dataset.Dataset` it was fitted to:
+:func:`bayes_dualeval.runs.fit.fit` (or :func:`bayes_dualeval.runs.fit.load_run`) together with the
+:class:`~bayes_dualeval.data.dataset.Dataset` it was fitted to:
 
 * :func:`item_table`: one row per item with its difficulty and discrimination, Fisher
   information, an item-fit posterior predictive p-value and flags;
@@ -55,10 +55,10 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, special
 
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO, Pairs, distill
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO, Pairs, distill
 from bayes_dualeval.errors import InputError
-from bayes_dualeval.summaries import draws_of, interval
+from bayes_dualeval.posterior.summaries import draws_of, interval
 
 #: Item-fit ppp below this or above one minus this flags an item ``misfit``.
 MISFIT_PPP = 0.05
@@ -845,7 +845,7 @@ def anomalies(
     Parameters
     ----------
     idata : arviz.InferenceData
-        The run's posterior (:attr:`FitResult.idata` or :func:`~bayes_dualeval.run.load_run`).
+        The run's posterior (:attr:`FitResult.idata` or :func:`~bayes_dualeval.runs.fit.load_run`).
     dataset : Dataset
         The data the run was fitted to (restricted to the fitted kinds if it holds more).
     pairs : Pairs, optional
@@ -1019,7 +1019,7 @@ def item_table(
     else:
         low = np.zeros(ds.n_items, dtype=bool)
     misfit = (ppp < MISFIT_PPP) | (ppp > 1.0 - MISFIT_PPP)
-    from bayes_dualeval.posterior import arena_levels_identified
+    from bayes_dualeval.posterior.idata import arena_levels_identified
 
     identified = ~((ds.item_kind == "arena") & (not arena_levels_identified(idata)))
     table = pd.DataFrame(

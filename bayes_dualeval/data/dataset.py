@@ -16,8 +16,8 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.data.readers import ReadReport, parse_rows, read_paths
 from bayes_dualeval.errors import DataWarning, InputError
-from bayes_dualeval.io import ReadReport, parse_rows, read_paths
 
 REWARD_NORMS = ("source", "global")
 KINDS = ("static", "arena")

@@ -107,8 +107,8 @@ def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
     Example:
         bayes-dualeval check data/ ../more/arena.jsonl --reward-norm global
     """
-    from bayes_dualeval.dataset import load
-    from bayes_dualeval.distill import distill
+    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.data.distill import distill
 
     ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
     click.echo(ds.summary())
@@ -176,7 +176,7 @@ def simulate(
         bayes-dualeval simulate sim/ --models 20 --static-items 400 --arena-prompts 150 \\
             --domains 3 --missing 0.1 --seed 7
     """
-    from bayes_dualeval import simulate as sim
+    from bayes_dualeval.data import simulate as sim
 
     static, arena, truth = sim.simulate(
         n_models,
@@ -408,21 +408,21 @@ def fit(
     """
     import time
 
-    from bayes_dualeval.device import configure
+    from bayes_dualeval.inference.device import configure
 
     configure(device, chains if sampler == "nuts" else 1)
 
-    from bayes_dualeval import output
-    from bayes_dualeval.config import load_spec
-    from bayes_dualeval.dataset import load
-    from bayes_dualeval.inference import SamplerSettings
-    from bayes_dualeval.run import check_out_dir, default_run_dir
-    from bayes_dualeval.run import fit as run_fit
+    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.inference.sampling import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.runs import output
+    from bayes_dualeval.runs.fit import check_out_dir, default_run_dir
+    from bayes_dualeval.runs.fit import fit as run_fit
 
     # what is needed only after sampling (arviz alone takes seconds) is imported while the
     # sampler compiles and runs, which JAX does without holding the GIL
-    after = ["arviz", "bayes_dualeval.diagnostics", "bayes_dualeval.posterior"]
-    _import_in_background(after + ([] if no_report else ["bayes_dualeval.report"]))
+    after = ["arviz", "bayes_dualeval.posterior.diagnostics", "bayes_dualeval.posterior.idata"]
+    _import_in_background(after + ([] if no_report else ["bayes_dualeval.report.document"]))
     config = load_spec(model_name).replace(
         mode=mode,
         irt=irt,
@@ -501,15 +501,15 @@ def report(run_dir, ci):
         bayes-dualeval report runs/20260101-120000-nuts
         bayes-dualeval report runs/20260101-120000-nuts --ci 0.9
     """
-    from bayes_dualeval.device import configure
+    from bayes_dualeval.inference.device import configure
 
     configure("cpu", 1, compile_cache=False)
 
     from pathlib import Path
 
-    from bayes_dualeval import output
-    from bayes_dualeval.report import dataset_from_idata, write_report
-    from bayes_dualeval.run import load_run, write_diagnostics
+    from bayes_dualeval.report.document import dataset_from_idata, write_report
+    from bayes_dualeval.runs import output
+    from bayes_dualeval.runs.fit import load_run, write_diagnostics
 
     idata, diagnostics = load_run(run_dir)
     ci = float(ci if ci is not None else diagnostics.get("ci") or 0.95)
@@ -531,7 +531,7 @@ def models():
     Example:
         bayes-dualeval models
     """
-    from bayes_dualeval.config import available_models, models_dir
+    from bayes_dualeval.model.config import available_models, models_dir
 
     for name, description in available_models().items():
         click.echo(f"{name:<18} {description}")

@@ -4,7 +4,7 @@ Static data are simulated with known truth; a share of the cells that the true m
 predicts as failures (true ``p`` below ``max_p``) and that were observed as failures are
 flipped to successes, as leaked test items would be; the model is fitted and the cells
 are scored. :func:`contamination_study` returns the AUROC of the fitted model's anomaly
-score (the signed standardised residual of :func:`bayes_dualeval.checks.anomalies`: large
+score (the signed standardised residual of :func:`bayes_dualeval.checks.ppc.anomalies`: large
 for surprising successes) against the simple baseline ``y (1 - acc_model * acc_item)`` of
 empirical accuracies. Used by ``tests/test_checks.py`` and
 ``scripts/contamination_study.py``.
@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayes_dualeval.checks import anomalies
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.simulate import STATIC_SOURCE, simulate
+from bayes_dualeval.checks.ppc import anomalies
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import STATIC_SOURCE, simulate
 
 
 def auroc(score, positive) -> float:
@@ -54,7 +54,7 @@ def contaminate(
     Parameters
     ----------
     static : pandas.DataFrame
-        Static rows from :func:`bayes_dualeval.simulate.simulate`.
+        Static rows from :func:`bayes_dualeval.data.simulate.simulate`.
     truth : dict
         Its truth.
     share : float
@@ -133,8 +133,8 @@ def contamination_study(
         ``injected``, ``cells`` and ``flagged_injected`` / ``flagged_clean`` (cells with
         ``q_value < 0.05``).
     """
-    from bayes_dualeval.inference import SamplerSettings
-    from bayes_dualeval.run import fit
+    from bayes_dualeval.inference.sampling import SamplerSettings
+    from bayes_dualeval.runs.fit import fit
 
     static, _, truth = simulate(n_models=n_models, n_static=n_static, n_arena=0, seed=seed)
     static, injected = contaminate(static, truth, share=share, max_p=max_p, seed=seed + 1)

@@ -26,12 +26,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval import __version__, atomic, plots
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.diagnostics import EBFMI_MIN, ESS_MIN, RHAT_MAX, per_parameter
+from bayes_dualeval import __version__
+from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.errors import InputError, ReportWarning
-from bayes_dualeval.posterior import arena_levels_identified
-from bayes_dualeval.summaries import draws_of, interval, leaderboard, ranks
+from bayes_dualeval.posterior.diagnostics import EBFMI_MIN, ESS_MIN, RHAT_MAX, per_parameter
+from bayes_dualeval.posterior.idata import arena_levels_identified
+from bayes_dualeval.posterior.summaries import draws_of, interval, leaderboard, ranks
+from bayes_dualeval.report import plots
+from bayes_dualeval.runs import atomic
 
 HTML_FILE = "report.html"
 MD_FILE = "report.md"
@@ -105,7 +107,7 @@ code{font-size:.92em;background:#f1f4f7;padding:0 3px;border-radius:3px}
 
 
 def dataset_from_idata(idata, *, reward_norm: str | None = None) -> Dataset:
-    """Rebuild the fitted :class:`~bayes_dualeval.dataset.Dataset` from a run's idata.
+    """Rebuild the fitted :class:`~bayes_dualeval.data.dataset.Dataset` from a run's idata.
 
     The static labels and raw arena rewards come from ``observed_data`` (with their model
     and item coordinates), item sources and domains from ``constant_data``. Rewards are
@@ -114,7 +116,7 @@ def dataset_from_idata(idata, *, reward_norm: str | None = None) -> Dataset:
     Parameters
     ----------
     idata : arviz.InferenceData
-        As written by :func:`bayes_dualeval.posterior.to_inference_data`.
+        As written by :func:`bayes_dualeval.posterior.idata.to_inference_data`.
     reward_norm : {"source", "global"}, optional
         The run's normalisation (``diagnostics["data"]["reward_norm"]``). When None, the
         one that reproduces the stored ``arena_z`` is used (``source`` when both do, as
@@ -691,7 +693,7 @@ def _scatter(doc: _Doc, run: _Run) -> None:
 
 def _checks_module():
     try:
-        from bayes_dualeval import checks
+        from bayes_dualeval.checks import ppc as checks
     except ImportError:
         return None
     return checks
@@ -838,7 +840,7 @@ def _anomalies(doc: _Doc, run: _Run) -> None:
     if not len(cells):
         doc.note("No cells to check.")
         return
-    from bayes_dualeval.checks import FLAG_Q
+    from bayes_dualeval.checks.ppc import FLAG_Q
 
     flagged = int((cells["q_value"] < FLAG_Q).sum())
     top = cells.head(TOP_ANOMALIES)
@@ -1188,10 +1190,10 @@ def write_report(
     pairs : Pairs, optional
         The distilled arena pairs (recomputed by the checks when None).
     ppc : PPC, optional
-        The run's :func:`~bayes_dualeval.checks.posterior_predictive` result at level
+        The run's :func:`~bayes_dualeval.checks.ppc.posterior_predictive` result at level
         ``ci`` (computed when None).
     items : pandas.DataFrame, optional
-        The run's :func:`~bayes_dualeval.checks.item_table` at level ``ci`` (read from
+        The run's :func:`~bayes_dualeval.checks.ppc.item_table` at level ``ci`` (read from
         ``items.csv``, or computed, when None).
 
     Returns
@@ -1211,10 +1213,10 @@ def write_report(
 
     Examples
     --------
-    >>> from bayes_dualeval.report import write_report
+    >>> from bayes_dualeval.report.document import write_report
     >>> write_report("runs/20260101-120000-nuts")  # doctest: +SKIP
     """
-    from bayes_dualeval.run import load_run
+    from bayes_dualeval.runs.fit import load_run
 
     run_dir = Path(run_dir)
     if idata is None or diagnostics is None:

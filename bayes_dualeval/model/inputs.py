@@ -1,4 +1,4 @@
-"""Turn a :class:`~bayes_dualeval.dataset.Dataset` into the arrays the model functions read.
+"""Turn a :class:`~bayes_dualeval.data.dataset.Dataset` into the arrays the model functions read.
 
 Everything that does not depend on parameters is computed here once, in NumPy, so the
 log density evaluated thousands of times per chain does as little as possible:
@@ -21,15 +21,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_dualeval.config import ModelConfig
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.distill import Pairs, distill
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.model.config import ModelConfig
 
 
 @dataclass(frozen=True)
 class ModelInputs:
-    """Arrays read by :func:`bayes_dualeval.model.dualeval_model` (a JAX pytree).
+    """Arrays read by :func:`bayes_dualeval.model.joint.dualeval_model` (a JAX pytree).
 
     Shapes use ``M`` models, ``Q`` items, ``G`` item groups, ``S`` static cells, ``R``
     arena cells and ``P`` decisive pairs. Arrays of a kind that is not used have length 0.

@@ -17,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bayes_dualeval import __version__, atomic
-from bayes_dualeval.config import ModelConfig
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.distill import Pairs
+from bayes_dualeval import __version__
+
+from bayes_dualeval.runs import atomic
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.errors import InputError
-from bayes_dualeval.inference import SamplerSettings, sample
-from bayes_dualeval.inputs import build_inputs, select_kinds
+from bayes_dualeval.inference.sampling import SamplerSettings, sample
+from bayes_dualeval.model.inputs import build_inputs, select_kinds
 
 POSTERIOR_FILE = "posterior.nc"
 DIAGNOSTICS_FILE = "diagnostics.json"
@@ -111,12 +113,12 @@ def fit(
     Examples
     --------
     >>> from bayes_dualeval import load
-    >>> from bayes_dualeval.inference import SamplerSettings
-    >>> from bayes_dualeval.run import fit
+    >>> from bayes_dualeval.inference.sampling import SamplerSettings
+    >>> from bayes_dualeval.runs.fit import fit
     >>> result = fit(load("data/"), settings=SamplerSettings(sampler="map"))  # doctest: +SKIP
     >>> result.idata.posterior["theta_centred"]  # doctest: +SKIP
     """
-    from bayes_dualeval.config import load_spec
+    from bayes_dualeval.model.config import load_spec
 
     config = config or load_spec("dualeval-2pl")
     settings = settings or SamplerSettings()
@@ -132,7 +134,7 @@ def fit(
     timings["distill"] = round(time.perf_counter() - start, 3)
 
     def until(draws):
-        from bayes_dualeval.diagnostics import draws_converged
+        from bayes_dualeval.posterior.diagnostics import draws_converged
 
         return draws_converged(draws.samples, draws.stats, settings.max_tree_depth)
 
@@ -140,8 +142,8 @@ def fit(
     timings.update(draws.timings)
     # imported here, not at the top: arviz takes seconds to import, and the command line
     # imports it in the background while the sampler runs
-    from bayes_dualeval.diagnostics import convergence
-    from bayes_dualeval.posterior import to_inference_data
+    from bayes_dualeval.posterior.diagnostics import convergence
+    from bayes_dualeval.posterior.idata import to_inference_data
 
     start = time.perf_counter()
     idata = to_inference_data(draws, dataset, inputs, config)

@@ -20,10 +20,10 @@ from numpyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO, init_to_unifo
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 from numpyro.infer.util import initialize_model
 
-from bayes_dualeval.config import ModelConfig
 from bayes_dualeval.errors import ConfigError
-from bayes_dualeval.inputs import ModelInputs
-from bayes_dualeval.model import dualeval_model, global_sites
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.joint import dualeval_model, global_sites
 
 SAMPLERS = ("nuts", "svi", "map")
 GUIDES = ("normal", "lowrank")
@@ -64,7 +64,7 @@ class SamplerSettings:
         ``draws`` draws per chain continue the chains (0: never).
     centring : {"auto", "none", "all"}
         NUTS: which items are sampled in centred coordinates
-        (:func:`bayes_dualeval.inputs.centring`); SVI and MAP always use non-centred ones.
+        (:func:`bayes_dualeval.model.inputs.centring`); SVI and MAP always use non-centred ones.
     progress : bool
         Show a progress bar (NUTS and SVI).
     """
@@ -179,7 +179,7 @@ def make_mcmc(inputs: ModelInputs, config: ModelConfig, settings: SamplerSetting
     """The NUTS sampler used by :func:`run_nuts`.
 
     A dense mass matrix is adapted over the low-dimensional global block
-    (:func:`~bayes_dualeval.model.global_sites`) and a diagonal one elsewhere. To fit many
+    (:func:`~bayes_dualeval.model.joint.global_sites`) and a diagonal one elsewhere. To fit many
     equally sized datasets with one compilation use :func:`reusable_nuts` instead
     (NumPyro's ``MCMC`` re-traces the model for each new dataset).
     """
@@ -438,12 +438,12 @@ def _posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:
 
 
 def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
-    """Posterior mode that keeps the latent scale: see :func:`bayes_dualeval.mode.run_map`.
+    """Posterior mode that keeps the latent scale (:func:`~bayes_dualeval.inference.mode.run_map`).
 
     The mode of the marginal posterior of abilities and hyperparameters, with the item
     parameters integrated out and the ability contrasts in polar coordinates.
     """
-    from bayes_dualeval.mode import run_map as marginal_mode
+    from bayes_dualeval.inference.mode import run_map as marginal_mode
 
     return marginal_mode(inputs, config, settings)
 

@@ -20,11 +20,11 @@ import numpy as np
 import xarray as xr
 from scipy import sparse
 
-from bayes_dualeval.config import ModelConfig
-from bayes_dualeval.dataset import Dataset
-from bayes_dualeval.inference import Draws
-from bayes_dualeval.inputs import ModelInputs
-from bayes_dualeval.model import arena_loglik, static_loglik
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.inference.sampling import Draws
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.joint import arena_loglik, static_loglik
 
 #: Site name -> dimension names after (chain, draw).
 SITE_DIMS = {

@@ -121,7 +121,7 @@ def forest(table: pd.DataFrame, *, ci: float | None = None) -> Figure:
     Parameters
     ----------
     table : pandas.DataFrame
-        A leaderboard (:func:`bayes_dualeval.summaries.leaderboard`): ``model``,
+        A leaderboard (:func:`bayes_dualeval.posterior.summaries.leaderboard`): ``model``,
         ``theta_mean``, ``theta_lo``, ``theta_hi`` and ``tier``, best first.
     ci : float, optional
         Interval level, for the title (intervals are not drawn when NaN).

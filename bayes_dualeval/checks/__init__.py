@@ -1,0 +1,1 @@
+"""Posterior predictive checks, item and cell audits, planted-fault studies."""

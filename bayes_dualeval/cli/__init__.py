@@ -1,0 +1,1 @@
+"""The ``bayes-dualeval`` command line."""

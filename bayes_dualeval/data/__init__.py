@@ -1,0 +1,1 @@
+"""Reading evaluation files into a Dataset, distilling arena pairs, simulating data."""

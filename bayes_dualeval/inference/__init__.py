@@ -1,0 +1,1 @@
+"""Fitting: NUTS, SVI and the posterior mode, and where JAX runs."""

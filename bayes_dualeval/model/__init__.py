@@ -1,0 +1,1 @@
+"""The statistical model: specifications, inputs, IRT links, priors and likelihood."""

@@ -1,0 +1,1 @@
+"""The fitted posterior: InferenceData, convergence diagnostics, summaries."""

@@ -1,0 +1,1 @@
+"""The HTML/Markdown report and its figures."""
