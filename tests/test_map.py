@@ -104,7 +104,7 @@ def test_item_likelihood_matches_the_model(changes):
         values = constrain_fn(dualeval_model, args, {}, z, return_deterministic=True)
         tr = trace(substitute(dualeval_model, data=values)).get_trace(*args)
         factors = sum(
-            float(jnp.sum(site["fn"].log_prob(site["value"])))
+            float(jnp.sum(site["fn"].log_prob(site["value"]))) * (site["scale"] or 1.0)
             for site in tr.values()
             if site["type"] == "sample" and site["is_observed"]
         )

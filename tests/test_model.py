@@ -15,14 +15,9 @@ from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.errors import ConfigError
 from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
 from bayes_dualeval.model.inputs import build_inputs
-from bayes_dualeval.model.joint import (
-    _helmert,
-    arena_loglik,
-    dualeval_model,
-    log_sigmoid,
-    softplus,
-    static_loglik,
-)
+from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
+from bayes_dualeval.model.links import log_sigmoid, softplus
+from bayes_dualeval.model.priors import _helmert
 
 
 def small_dataset(n_models=6, n_static=12, n_arena=8, missing=0.2, seed_=3):
@@ -63,6 +58,8 @@ CONFIGS = [
     ModelConfig(irt="1pl"),
     ModelConfig(item_prior="independent", lambda_bb=0.7),
     ModelConfig(mode="bt"),
+    ModelConfig(irt="3pl", lambda_static=0.5),
+    ModelConfig(irt="4pl", arena_likelihood="reward"),
 ]
 
 
@@ -79,8 +76,10 @@ def test_pointwise_loglik_sums_to_the_model_factor(config):
     level = params.get("level_c")
     assert (level is not None) == (config.mode != "bt" and config.arena_level == "mean")
     if inputs.has_static and config.mode != "bt":
-        expected = config.lambda_static * static_loglik(theta, a, b, inputs).sum()
-        np.testing.assert_allclose(tr["static"]["fn"].log_factor, expected, rtol=2e-5)
+        expected = static_loglik(theta, a, b, inputs, params.get("c"), params.get("d")).sum()
+        site = tr["static_y"]
+        np.testing.assert_allclose(site["fn"].log_prob(site["value"]).sum(), expected, rtol=2e-5)
+        assert (site["scale"] or 1.0) == config.lambda_static
     per_item = arena_loglik(theta, a, b, gamma, sigma, inputs, config, level)
     # lambda_arena = 1, so the arena factor is the plain sum of the pointwise terms
     np.testing.assert_allclose(tr["arena"]["fn"].log_factor, per_item.sum(), rtol=2e-5)
@@ -196,12 +195,14 @@ def test_more_data_means_a_larger_log_likelihood_magnitude():
     np.testing.assert_allclose(l2, 2 * l1, rtol=1e-5)
 
 
-def test_two_over_n_weights_count_n_minus_one_contrasts():
+@pytest.mark.parametrize("likelihood,expected", [("pairs", 6.0), ("pairs-full", 21.0)])
+def test_pair_weights_count_n_minus_one_contrasts(likelihood, expected):
+    """With 7 models per prompt, the weights the model reads sum to 6 (2/n) or 21 (full)."""
     ds = small_dataset(missing=0.0, n_models=7)
-    _, pairs = build_inputs(ds, ModelConfig(tie_ratio=0.0, bb_ratio=0.0))
-    w = 2.0 / pairs.prompt_models[pairs.item]
-    per_prompt = np.bincount(pairs.item, weights=w)[ds.arena_items]
-    np.testing.assert_allclose(per_prompt, 6.0, rtol=1e-6)
+    config = ModelConfig(tie_ratio=0.0, bb_ratio=0.0, arena_likelihood=likelihood)
+    inputs, _ = build_inputs(ds, config)
+    per_prompt = np.bincount(np.asarray(inputs.pair_item), weights=np.asarray(inputs.pair_w))
+    np.testing.assert_allclose(per_prompt[ds.arena_items], expected, rtol=1e-6)
 
 
 def test_mode_needs_its_kind_of_data():
@@ -238,17 +239,60 @@ def test_models_folder_ships_with_the_package():
 
 
 @pytest.mark.parametrize(
-    "irt,prior", list(itertools.product(["2pl", "1pl"], ["hierarchical", "independent"]))
+    "irt,prior",
+    list(itertools.product(["2pl", "1pl", "3pl", "4pl"], ["hierarchical", "independent"])),
 )
 def test_model_is_finite_at_prior_draws(irt, prior):
     ds = small_dataset()
     config = ModelConfig(irt=irt, item_prior=prior)
     inputs, _ = build_inputs(ds, config)
     params, tr = _draw_params(inputs, config, key=11)
-    assert ("a" in params) == (irt == "2pl")
-    for name in ("static", "arena"):
-        assert np.isfinite(float(tr[name]["fn"].log_factor))
+    assert ("a" in params) == (irt != "1pl")
+    assert ("c" in params) == (irt in ("3pl", "4pl"))
+    assert ("d" in params) == (irt == "4pl")
+    static_y = tr["static_y"]
+    assert np.isfinite(float(static_y["fn"].log_prob(static_y["value"]).sum()))
+    assert np.isfinite(float(tr["arena"]["fn"].log_factor))
     # substituting fixed values reproduces the same factors (pure function of parameters)
     latent = {k: v for k, v in params.items() if tr[k]["type"] == "sample"}
     tr2 = trace(substitute(seed(dualeval_model, 99), latent)).get_trace(inputs, config)
     np.testing.assert_allclose(tr2["arena"]["fn"].log_factor, tr["arena"]["fn"].log_factor)
+
+
+def test_floors_and_ceilings_live_on_static_questions_only():
+    ds = small_dataset()
+    config = ModelConfig(irt="4pl")
+    inputs, _ = build_inputs(ds, config)
+    params, _ = _draw_params(inputs, config, key=2)
+    arena = np.asarray(ds.item_kind) == "arena"
+    c, d = np.asarray(params["c"]), np.asarray(params["d"])
+    assert np.all(c[arena] == 0.0) and np.all(d[arena] == 1.0)
+    assert np.all((c[~arena] > 0) & (c[~arena] < d[~arena]) & (d[~arena] < 1))
+    np.testing.assert_array_equal(c[~arena], params["c_static"])
+
+
+@pytest.mark.parametrize("irt", ["3pl", "4pl"])
+def test_static_loglik_equals_the_plain_formula(irt):
+    """log p and log(1 - p) of c + (d - c) sigmoid(eta), against float64 NumPy."""
+    ds = small_dataset()
+    config = ModelConfig(irt=irt)
+    inputs, _ = build_inputs(ds, config)
+    params, _ = _draw_params(inputs, config, key=4)
+    th, a, b, c = (np.asarray(params[k], np.float64) for k in ("theta", "a", "b", "c"))
+    d = np.asarray(params["d"], np.float64) if irt == "4pl" else np.ones_like(c)
+    m, q, y = ds.static_model, ds.static_item, ds.static_y
+    p = c[q] + (d[q] - c[q]) / (1 + np.exp(-a[q] * (th[m] - b[q])))
+    expected = np.where(y == 1, np.log(p), np.log1p(-p))
+    got = static_loglik(params["theta"], params["a"], params["b"], inputs, params["c"],
+                        params.get("d"))  # fmt: skip
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_log_probabilities_stay_finite_at_extreme_eta():
+    from bayes_dualeval.model.links import log_probabilities
+
+    eta = jnp.array([-80.0, -20.0, 0.0, 20.0, 80.0])
+    log_p, log_q = log_probabilities(eta, jnp.full(5, 0.25), jnp.ones(5))
+    assert np.all(np.isfinite(log_p)) and np.all(np.isfinite(log_q))
+    np.testing.assert_allclose(log_p[0], np.log(0.25), rtol=1e-6)
+    np.testing.assert_allclose(log_q[-2], np.log(0.75) - 20.0, rtol=1e-4)

@@ -79,6 +79,8 @@ def test_truth_contents(tmp_path):
         "prompt_offset_sd": 1.0,
         "log_a_mean": 0.0,
         "log_a_sd": 0.3,
+        "guess": 0.0,
+        "slip": 0.0,
         "seed": 1,
     }
     items = truth["items"]
@@ -224,3 +226,18 @@ def test_bundled_example_matches_the_documented_command(tmp_path):
     pd.testing.assert_frame_equal(shipped, static.reset_index(drop=True), check_dtype=False)
     shipped = pd.read_json(DATA / "arena" / "arena.jsonl", lines=True)
     pd.testing.assert_frame_equal(shipped, arena.reset_index(drop=True), check_dtype=False)
+
+
+def test_guessing_floor_shows_in_the_weakest_models_accuracy():
+    """With guess 0.25, cells far above the model's ability are right a quarter of the time."""
+    static, _, truth = simulate(8, 400, 0, guess=0.25, log_a_mean=1.0, seed=5)
+    ids = "bench::" + static["dataset"] + "_" + static["sample_index"].astype(str)
+    b = ids.map({q: t["b"] for q, t in truth["items"].items()})
+    gap = static["model_label"].map(truth["theta"]) - b
+    on_hard = static[gap < -2.0]
+    assert len(on_hard) > 200
+    assert abs(on_hard["correct"].mean() - 0.25) < 0.06
+    first = next(iter(truth["items"].values()))
+    assert first["c"] == 0.25 and first["d"] == 1.0
+    with pytest.raises(InputError, match="guess"):
+        simulate(4, 10, 0, guess=0.9, slip=0.2)

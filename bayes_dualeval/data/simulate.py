@@ -5,7 +5,8 @@ The generative process (documented in ``docs/simulator.md``):
 1. abilities ``theta_i ~ Normal(0, 1)``;
 2. per item (static question or arena prompt) ``b_q ~ Normal(0, 1)`` and
    ``log a_q ~ Normal(0, 0.3)``, items split evenly across domains;
-3. static labels ``y_iq ~ Bernoulli(sigmoid(a_q (theta_i - b_q)))``;
+3. static labels ``y_iq ~ Bernoulli(c + (d - c) sigmoid(a_q (theta_i - b_q)))`` with a
+   guessing floor ``c = guess`` and a ceiling ``d = 1 - slip`` (both 0 by default: a 2PL);
 4. arena rewards ``r_iq = c_q + gamma_reward * sigmoid(a_q (theta_i - b_q)) + e_iq`` with a
    prompt offset ``c_q ~ Normal(5, 1)`` and noise ``e_iq ~ Normal(0, reward_noise)``;
 5. each (model, item) cell is dropped independently with probability ``missing``.
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.errors import InputError
+from bayes_dualeval.model import links
 from bayes_dualeval.runs import atomic
 
 MODEL_NAMES = (
@@ -55,6 +57,8 @@ def simulate(
     prompt_offset_sd: float = 1.0,
     log_a_mean: float = 0.0,
     log_a_sd: float = 0.3,
+    guess: float = 0.0,
+    slip: float = 0.0,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -78,6 +82,9 @@ def simulate(
     log_a_mean, log_a_sd : float
         Discriminations are ``exp(Normal(log_a_mean, log_a_sd))``; e.g. ``1.0, 0.8`` gives
         near-deterministic items (``a`` up to ~15).
+    guess, slip : float
+        Static questions' guessing floor ``c`` (0.25 for four-option multiple choice) and
+        slip ``1 - d``: a 3PL (``guess`` > 0) or 4PL (also ``slip`` > 0) truth.
     seed : int
         Seed of the NumPy generator.
 
@@ -99,6 +106,8 @@ def simulate(
         raise InputError(f"missing must be in [0, 1), got {missing}")
     if n_domains < 1:
         raise InputError("need at least one domain")
+    if not (0.0 <= guess < 1.0 - slip and 0.0 <= slip < 1.0):
+        raise InputError(f"need 0 <= guess < 1 - slip <= 1; got guess {guess}, slip {slip}")
     rng = np.random.default_rng(seed)
     names = model_names(n_models)
     domains = [
@@ -114,9 +123,10 @@ def simulate(
 
     a_s, b_s, dom_s = items(n_static)
     a_r, b_r, dom_r = items(n_arena)
-    p_s = 1.0 / (1.0 + np.exp(-a_s * (theta[:, None] - b_s)))
+    floor, ceiling = (guess, 1.0 - slip) if guess or slip else (None, None)
+    p_s = links.probability(links.eta(theta[:, None], b_s, a_s), floor, ceiling)
     y = (rng.random(p_s.shape) < p_s).astype(int)
-    p_r = 1.0 / (1.0 + np.exp(-a_r * (theta[:, None] - b_r)))
+    p_r = links.probability(links.eta(theta[:, None], b_r, a_r))
     offset = rng.normal(5.0, prompt_offset_sd, n_arena)
     reward = offset + gamma_reward * p_r + rng.normal(0.0, reward_noise, p_r.shape)
     keep_s = rng.random(y.shape) >= missing
@@ -154,6 +164,7 @@ def simulate(
         "items": {
             **{
                 q: {"kind": "static", "a": float(a), "b": float(b), "domain": str(d)}
+                | ({"c": guess, "d": 1.0 - slip} if floor is not None else {})
                 for q, a, b, d in zip(static_ids, a_s, b_s, dom_s, strict=True)
             },
             **{
@@ -174,6 +185,8 @@ def simulate(
             "prompt_offset_sd": prompt_offset_sd,
             "log_a_mean": log_a_mean,
             "log_a_sd": log_a_sd,
+            "guess": guess,
+            "slip": slip,
             "seed": seed,
         },
     }

@@ -25,6 +25,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.errors import ConfigError
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.pilot import centring, prompt_level
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,15 @@ class ModelInputs:
 
     Attributes
     ----------
-    n_models, n_items, n_groups, n_level_groups : int
+    n_models, n_items, n_groups, n_level_groups, n_static_items : int
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
-        holding arena prompts (the sources of the arena level term).
+        holding arena prompts (the sources of the arena level term), ``n_static_items``
+        the items with static labels.
     item_group : jax.Array of int32, shape (Q,)
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
+    static_items : jax.Array of int32, shape (n_static_items,)
+        The items that have static labels (where 3PL/4PL floors and ceilings live).
     arena_model, arena_item : jax.Array of int32, shape (R,)
     arena_z : jax.Array of float32, shape (R,)
         Normalised rewards (used by the reward likelihood).
@@ -76,10 +80,12 @@ class ModelInputs:
     n_items: int
     n_groups: int
     n_level_groups: int
+    n_static_items: int
     item_group: jax.Array
     static_model: jax.Array
     static_item: jax.Array
     static_y: jax.Array
+    static_items: jax.Array
     arena_model: jax.Array
     arena_item: jax.Array
     arena_z: jax.Array
@@ -107,7 +113,7 @@ class ModelInputs:
         return self.arena_z.shape[0] > 0
 
 
-_META = ("n_models", "n_items", "n_groups", "n_level_groups")
+_META = ("n_models", "n_items", "n_groups", "n_level_groups", "n_static_items")
 jax.tree_util.register_dataclass(
     ModelInputs,
     data_fields=[f.name for f in dataclasses.fields(ModelInputs) if f.name not in _META],
@@ -176,152 +182,6 @@ def pair_weights(pairs: Pairs, arena_likelihood: str) -> np.ndarray:
     return (2.0 / pairs.prompt_models[pairs.item]).astype(np.float32)
 
 
-def prompt_level(model, item, z, item_group, n_models: int, sweeps: int = 10):
-    """Each arena prompt's mean reward, its standard error, and its arena source.
-
-    The within-prompt noise is estimated per arena source from the residuals of an additive
-    fit ``z_iq ~ alpha_q + beta_i`` (a few sweeps of alternating means, vectorised); the
-    residual also holds whatever of ``gamma p_iq`` is not additive, so the estimate errs
-    on the wide side. The standard error of prompt ``q``'s mean is that noise over
-    ``sqrt(n_q)``.
-
-    Parameters
-    ----------
-    model, item : numpy.ndarray of int, shape (R,)
-        Arena cells' model and item indices.
-    z : numpy.ndarray, shape (R,)
-        Normalised rewards.
-    item_group : numpy.ndarray of int, shape (Q,)
-        Group of every item.
-    n_models : int
-
-    Returns
-    -------
-    zbar, se : numpy.ndarray of float32, shape (Q,)
-        Mean and standard error (0 and 1 for items without arena cells).
-    level_group : numpy.ndarray of int32, shape (Q,)
-        Index of each item's arena source (0 for items without arena cells).
-    n_level_groups : int
-    """
-    q = len(item_group)
-    n = np.bincount(item, minlength=q).astype(np.float64)
-    zbar = np.bincount(item, weights=z, minlength=q) / np.maximum(n, 1.0)
-    prompts = np.flatnonzero(n > 0)
-    groups, inverse = np.unique(item_group[prompts], return_inverse=True)
-    level_group = np.zeros(q, np.int32)
-    level_group[prompts] = inverse
-    se = np.ones(q)
-    if len(z):
-        n_m = np.maximum(np.bincount(model, minlength=n_models), 1.0)
-        alpha, beta = zbar.copy(), np.zeros(n_models)
-        for _ in range(sweeps):
-            beta = np.bincount(model, weights=z - alpha[item], minlength=n_models) / n_m
-            alpha = np.bincount(item, weights=z - beta[model], minlength=q) / np.maximum(n, 1)
-        resid2 = (z - alpha[item] - beta[model]) ** 2
-        cell_group = level_group[item]
-        k = len(groups)
-        ss = np.bincount(cell_group, weights=resid2, minlength=k)
-        cells = np.bincount(cell_group, minlength=k)
-        n_prompts = np.bincount(level_group[prompts], minlength=k)
-        pairs_seen = np.unique(cell_group.astype(np.int64) * n_models + model)
-        models_in = np.bincount(pairs_seen // n_models, minlength=k)
-        dof = np.maximum(cells - n_prompts - models_in + 1.0, 1.0)
-        noise = np.sqrt(np.maximum(ss / dof, 1e-4))
-        se[prompts] = noise[level_group[prompts]] / np.sqrt(n[prompts])
-    return zbar.astype(np.float32), se.astype(np.float32), level_group, len(groups)
-
-
-def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Rough Fisher information of each item's static responses about ``b`` and ``log a``.
-
-    A cheap pilot, not an estimate anyone reads: abilities are proxied by the standardised
-    logits of the models' smoothed accuracies, each item's 2PL is fitted to them by a few
-    vectorised Newton steps of a ridge-penalised logistic regression (so separated items
-    stay finite), and the information is read off at that fit,
-    ``I_b = a^2 sum_i w_i`` and ``I_log_a = a^2 sum_i w_i (theta_i - b)^2`` with
-    ``w = p (1 - p)``.
-
-    Returns
-    -------
-    info_b, info_log_a : numpy.ndarray, shape (Q,)
-        Zero for items without static responses.
-    """
-    q = dataset.n_items
-    zeros = np.zeros(q)
-    if not use_static or len(dataset.static_y) == 0:
-        return zeros, zeros.copy()
-    model, item = dataset.static_model, dataset.static_item
-    y = dataset.static_y.astype(np.float64)
-    n_i = np.bincount(model, minlength=dataset.n_models)
-    acc = (np.bincount(model, weights=y, minlength=dataset.n_models) + 0.5) / (n_i + 1.0)
-    theta = np.log(acc / (1.0 - acc))
-    theta = (theta - theta.mean()) / max(theta.std(), 1e-6)
-    x = theta[model]
-    # logistic regression eta = alpha + beta x per item, ridge alpha ~ N(0, 3), beta ~ N(1, 1)
-    alpha, beta = np.zeros(q), np.ones(q)
-    for _ in range(12):
-        eta = alpha[item] + beta[item] * x
-        p = 1.0 / (1.0 + np.exp(-eta))
-        w = p * (1.0 - p)
-        g_a = np.bincount(item, weights=y - p, minlength=q) - alpha / 9.0
-        g_b = np.bincount(item, weights=(y - p) * x, minlength=q) - (beta - 1.0)
-        h_aa = np.bincount(item, weights=w, minlength=q) + 1.0 / 9.0
-        h_ab = np.bincount(item, weights=w * x, minlength=q)
-        h_bb = np.bincount(item, weights=w * x * x, minlength=q) + 1.0
-        det = h_aa * h_bb - h_ab**2
-        alpha = alpha + (h_bb * g_a - h_ab * g_b) / det
-        beta = beta + (h_aa * g_b - h_ab * g_a) / det
-    a = np.maximum(np.abs(beta), 0.05)
-    b = -alpha / a
-    eta = alpha[item] + beta[item] * x
-    w = 1.0 / (1.0 + np.exp(-eta))
-    w = w * (1.0 - w)
-    info_b = a**2 * np.bincount(item, weights=w, minlength=q)
-    info_log_a = a**2 * np.bincount(item, weights=w * (x - b[item]) ** 2, minlength=q)
-    return info_b, info_log_a
-
-
-#: Typical prior standard deviations of ``b`` and ``log a`` within a group, below which an
-#: item's information is compared in :func:`centring`.
-PRIOR_SD_B, PRIOR_SD_LOG_A = 1.0, 0.3
-
-
-def centring(
-    dataset: Dataset, use_static: bool, how: str = "auto", *, arena_level: bool = False
-) -> np.ndarray:
-    """Choose per item whether NUTS samples ``b`` and ``log a`` centred (1) or not (0).
-
-    Parameters
-    ----------
-    dataset : Dataset
-    use_static : bool
-        Whether static labels enter the model.
-    how : {"auto", "none", "all"}
-        ``auto``: a parameter is centred when its data outweigh a typical prior, that is
-        when its information (:func:`item_information`) times the prior variance
-        (:data:`PRIOR_SD_B`, :data:`PRIOR_SD_LOG_A` squared) is at least 1: its likelihood
-        is then narrower than the prior. Arena prompts, whose pairs see only differences,
-        stay non-centred. ``none``: every item non-centred; ``all``: every item centred.
-
-    Returns
-    -------
-    numpy.ndarray of float32, shape (2, Q)
-        Row 0 for ``b``, row 1 for ``log a``.
-    """
-    q = dataset.n_items
-    if how == "none":
-        return np.zeros((2, q), np.float32)
-    if how == "all":
-        return np.ones((2, q), np.float32)
-    if how != "auto":
-        raise ConfigError(f"centring must be auto, none or all; got {how!r}")
-    info_b, info_log_a = item_information(dataset, use_static)
-    centred = np.stack([info_b * PRIOR_SD_B**2 >= 1.0, info_log_a * PRIOR_SD_LOG_A**2 >= 1.0])
-    if arena_level:
-        centred[0, dataset.item_kind == "arena"] = True
-    return centred.astype(np.float32)
-
-
 def build_inputs(
     dataset: Dataset,
     config: ModelConfig,
@@ -355,6 +215,7 @@ def build_inputs(
     r_model = dataset.arena_model if use_arena else empty_i
     r_item = dataset.arena_item if use_arena else empty_i
     r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
+    static_items = np.unique(s_item).astype(i32)
     prompt_n = np.bincount(r_item, minlength=dataset.n_items).astype(f32)
     prompt_zbar, prompt_se, group_of_item, n_level_groups = prompt_level(
         r_model, r_item, r_z, np.asarray(dataset.item_group), dataset.n_models
@@ -397,10 +258,12 @@ def build_inputs(
         n_items=dataset.n_items,
         n_groups=len(dataset.groups),
         n_level_groups=n_level_groups,
+        n_static_items=len(static_items),
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
         static_y=jnp.asarray(s_y),
+        static_items=jnp.asarray(static_items),
         arena_model=jnp.asarray(r_model, dtype=jnp.int32),
         arena_item=jnp.asarray(r_item, dtype=jnp.int32),
         arena_z=jnp.asarray(r_z),

@@ -24,7 +24,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
-from bayes_dualeval.model.joint import arena_loglik, static_loglik
+from bayes_dualeval.model.spec import DualEvalModel
 
 #: Site name -> dimension names after (chain, draw).
 SITE_DIMS = {
@@ -33,6 +33,10 @@ SITE_DIMS = {
     "theta_contrast": ("contrast",),
     "a": ("item",),
     "b": ("item",),
+    "c": ("item",),
+    "d": ("item",),
+    "c_static": ("static_item",),
+    "d_static": ("static_item",),
     "b_raw": ("item",),
     "b_rel": ("item",),
     "log_a_raw": ("item",),
@@ -55,7 +59,7 @@ LOGLIK_ELEMENTS = 200_000_000
 #: Evaluations per compiled call of the pointwise log likelihood (bounds its memory).
 LOGLIK_CHUNK = 8_000_000
 #: Sites the pointwise log likelihood reads.
-LOGLIK_SITES = ("theta", "a", "b", "gamma", "sigma", "level_c")
+LOGLIK_SITES = ("theta", "a", "b", "c", "d", "gamma", "sigma", "level_c")
 
 
 def _coords(dataset: Dataset) -> dict:
@@ -65,6 +69,7 @@ def _coords(dataset: Dataset) -> dict:
         "group": dataset.groups,
         "contrast": np.arange(max(dataset.n_models - 1, 0)),
         "arena_source": dataset.groups[np.unique(dataset.item_group[dataset.arena_items])],
+        "static_item": dataset.items[np.unique(dataset.static_item)],
     }
 
 
@@ -109,27 +114,20 @@ def pointwise_loglik(
     """
     theta = samples["theta"]
     n_chain, n_draw = theta.shape[:2]
-    flat = {k: np.reshape(v, (n_chain * n_draw, *v.shape[2:])) for k, v in samples.items()}
     n = n_chain * n_draw
-    ones = np.ones((n,), np.float32)
-    a = flat.get("a")
+    params = {k: np.reshape(v, (n, *v.shape[2:])) for k, v in samples.items() if k in LOGLIK_SITES}
     per_item_static = inputs.static_y.shape[0] * n > MAX_POINTWISE
+    model = DualEvalModel(config)
 
-    def one(theta, a, b, gamma, sigma, level):
+    def one(draw):
         out = {}
         if inputs.has_static:
-            out["static"] = static_loglik(theta, a, b, inputs)  # summed per item below
+            out["static"] = model.static_loglik(draw, inputs)  # summed per item below
         if inputs.has_arena:
-            out["arena"] = arena_loglik(theta, a, b, gamma, sigma, inputs, config, level)
+            out["arena"] = model.arena_loglik(draw, inputs)
         return out
 
-    has_level = "level_c" in flat
-    fn = jax.jit(
-        jax.vmap(one, in_axes=(0, 0 if a is not None else None, 0, 0, 0, 0 if has_level else None))
-    )
-    b = flat.get("b", np.zeros((n, inputs.n_items), np.float32))
-    gamma = flat.get("gamma", ones)
-    sigma = flat.get("sigma", ones)
+    fn = jax.jit(jax.vmap(one))
     if per_item_static:
         item = np.asarray(inputs.static_item)
         to_item = sparse.csr_array(
@@ -143,16 +141,7 @@ def pointwise_loglik(
     for start in range(0, n, chunk):
         sl = np.minimum(np.arange(start, start + chunk), n - 1)  # pad with the last draw
         got = min(chunk, n - start)
-        part = jax.device_get(
-            fn(
-                jnp.asarray(flat["theta"][sl]),
-                None if a is None else jnp.asarray(a[sl]),
-                jnp.asarray(b[sl]),
-                jnp.asarray(gamma[sl]),
-                jnp.asarray(sigma[sl]),
-                jnp.asarray(flat["level_c"][sl]) if has_level else None,
-            )
-        )
+        part = jax.device_get(fn({k: jnp.asarray(v[sl]) for k, v in params.items()}))
         if per_item_static:  # a sparse product: XLA's scatter-add is slow on the CPU
             part["static"] = (to_item @ part["static"][:got].T).T
         for key, value in part.items():
@@ -248,7 +237,7 @@ def to_inference_data(
         },
         coords={"item": dataset.items},
     )
-    groups["posterior"].attrs["model_config"] = json.dumps(config.to_dict())
+    groups["posterior"].attrs.update(DualEvalModel(config).to_attrs())
     return az.InferenceData(**groups)
 
 

@@ -1,0 +1,176 @@
+r"""Likelihood terms: static labels, arena pairs, rewards and the arena level term.
+
+Static labels are an observed NumPyro site, ``static_y ~ IRTBernoulli(eta, c, d)`` with
+:math:`p = c + (d - c) \sigma(\eta)` (:mod:`bayes_dualeval.model.links`), so NumPyro's
+``Predictive`` replicates them and ``log_likelihood`` reads them per cell. The arena terms
+are sums over pairs or prompts entered as one ``numpyro.factor`` site (``arena``); their
+per-prompt values come from :func:`arena_loglik`, and their predictive formula from
+:func:`pair_win_probability`.
+
+Decisive pairs contribute :math:`w_q [t \log s + (1 - t) \log(1 - s)]` with
+:math:`s = \sigma(\gamma (p_{iq} - p_{jq}))`; both-bad pairs
+:math:`\lambda_{bb} w_q [\log(1 - p_{iq}) + \log(1 - p_{jq})]`; the ``reward`` likelihood
+:math:`z_{iq} \sim \mathcal N(c_q + \gamma p_{iq}, \sigma)` with :math:`c_q` integrated
+out; the level term :math:`\bar z_q \sim \mathcal N(c_s + \gamma \bar p_q, se_q)`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpyro.distributions as dist
+from numpyro.distributions import constraints
+
+from bayes_dualeval.model import links
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+
+_LOG_2PI = float(jnp.log(2 * jnp.pi))
+
+
+class IRTBernoulli(dist.Distribution):
+    """Binary responses with success probability ``c + (d - c) sigmoid(eta)``.
+
+    Parameters
+    ----------
+    eta : jax.Array
+        Linear predictor ``a (theta - b)``.
+    c, d : jax.Array or None
+        Floor and ceiling (None: 0 and 1); see :func:`bayes_dualeval.model.links.probability`.
+    """
+
+    arg_constraints = {"eta": constraints.real}
+    support = constraints.boolean
+
+    def __init__(self, eta, c=None, d=None, *, validate_args=None):
+        self.eta, self.c, self.d = eta, c, d
+        super().__init__(batch_shape=jnp.shape(eta), validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        """Draw labels (0.0 or 1.0) of shape ``sample_shape + batch_shape``."""
+        p = links.probability(self.eta, self.c, self.d)
+        shape = sample_shape + self.batch_shape
+        return jax.random.bernoulli(key, p, shape).astype(jnp.float32)
+
+    def log_prob(self, value):
+        """Stable log probability of ``value`` (see :func:`links.bernoulli_loglik`)."""
+        return links.bernoulli_loglik(value, self.eta, self.c, self.d)
+
+    @property
+    def mean(self):
+        """The success probability."""
+        return links.probability(self.eta, self.c, self.d)
+
+
+def cell_eta(theta, a, b, model, item):
+    """Linear predictor of the cells ``(model[k], item[k])``."""
+    return links.eta(theta[model], b[item], None if a is None else a[item])
+
+
+def static_distribution(theta, a, b, inputs: ModelInputs, c=None, d=None) -> IRTBernoulli:
+    """The distribution of every static label, batch shape (S,)."""
+    item = inputs.static_item
+    eta = cell_eta(theta, a, b, inputs.static_model, item)
+    return IRTBernoulli(eta, None if c is None else c[item], None if d is None else d[item])
+
+
+def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
+    """Bernoulli log likelihood of each static cell, shape (S,)."""
+    return static_distribution(theta, a, b, inputs, c, d).log_prob(inputs.static_y)
+
+
+def pair_win_probability(p_first, p_second, gamma):
+    """``P(first beats second) = sigmoid(gamma (p_first - p_second))`` (NumPy or JAX)."""
+    return links.sigmoid(gamma * (p_first - p_second))
+
+
+def arena_loglik(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None):
+    """Arena log likelihood per item, shape (Q,) (zero for items that are not arena prompts).
+
+    Decisive pairs contribute ``w [t log_sigmoid(x) + (1 - t) log_sigmoid(-x)]`` to their
+    prompt and both-bad pairs ``lambda_bb w [log(1 - p_i) + log(1 - p_j)]``; the ``reward``
+    likelihood gives each prompt its Gaussian term; ``level`` (``level_c`` from
+    :func:`bayes_dualeval.model.priors.level_parameters`) adds each prompt's mean-reward
+    term. ``lambda_arena`` is not applied.
+    """
+    if config.mode == "bt":
+        x = theta[inputs.pair_i] - theta[inputs.pair_j]
+        return _pairs_per_item(x, inputs)
+    eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
+    p = links.probability(eta)
+    if config.arena_likelihood == "reward":
+        ll = reward_per_item(p, gamma, sigma, inputs)
+    else:
+        x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
+        bb = inputs.bb_count * links.log_sigmoid(-eta)
+        ll = _pairs_per_item(x, inputs) + config.lambda_bb * jax.ops.segment_sum(
+            bb, inputs.arena_item, num_segments=inputs.n_items
+        )
+    if level is not None:
+        ll = ll + level_per_item(p, gamma, level, inputs)
+    return ll
+
+
+def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level):
+    """The arena term summed, as the joint model adds it (weights and powers applied).
+
+    Equal to ``lambda_arena * arena_loglik(...).sum()`` (with the both-bad part weighted by
+    ``lambda_bb`` instead), computed more cheaply: the soft-target part of each pair is
+    linear in the cell probabilities and collapses to one dot product with
+    ``inputs.lin`` (see :mod:`bayes_dualeval.model.inputs`).
+    """
+    if config.mode == "bt":
+        x = theta[inputs.pair_i] - theta[inputs.pair_j]
+        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - jnp.dot(inputs.lin, theta)
+        return config.lambda_arena * ll
+    eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
+    p = links.probability(eta)
+    ll_bb = 0.0
+    if config.arena_likelihood == "reward":
+        ll = jnp.sum(reward_per_item(p, gamma, sigma, inputs))
+    else:
+        x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
+        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - gamma * jnp.dot(inputs.lin, p)
+        ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
+    if level is not None:
+        ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs))
+    return config.lambda_arena * ll + config.lambda_bb * ll_bb
+
+
+def _pairs_per_item(x, inputs: ModelInputs):
+    terms = inputs.pair_w * (links.log_sigmoid(x) - (1.0 - inputs.pair_t) * x)
+    return jax.ops.segment_sum(terms, inputs.pair_item, num_segments=inputs.n_items)
+
+
+def reward_per_item(p, gamma, sigma, inputs: ModelInputs):
+    """Gaussian log likelihood of each prompt's rewards, prompt offset integrated out."""
+    n = jnp.maximum(inputs.prompt_n, 1.0)
+    zbar = jax.ops.segment_sum(inputs.arena_z, inputs.arena_item, inputs.n_items) / n
+    pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
+    item = inputs.arena_item
+    resid = (inputs.arena_z - zbar[item]) - gamma * (p - pbar[item])
+    sq = jax.ops.segment_sum(resid**2, item, inputs.n_items)
+    dof = jnp.maximum(inputs.prompt_n - 1.0, 0.0)
+    used = inputs.prompt_n > 0
+    ll = -0.5 * sq / sigma**2 - dof * (jnp.log(sigma) + 0.5 * _LOG_2PI) - 0.5 * jnp.log(n)
+    return jnp.where(used, ll, 0.0)
+
+
+def level_per_item(p, gamma, level_c, inputs: ModelInputs):
+    """Log density of each prompt's mean reward, shape (Q,) (zero for non-arena items).
+
+    ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
+    probability of the models that answered prompt ``q``, and ``se_q`` the standard error
+    of a mean of ``n_q`` rewards, with the within-prompt noise estimated from the data
+    (:func:`bayes_dualeval.model.pilot.prompt_level`). The noise is fixed, not learned:
+    every prompt has its own ``b_q`` that could absorb its mean exactly, so a learned spread
+    of per-prompt leniency is not identified (it trades off against the spread of the
+    difficulties, and sampling it makes a funnel). Rewards whose leniency varies by prompt
+    call for ``arena_level = "none"``.
+    """
+    n = jnp.maximum(inputs.prompt_n, 1.0)
+    pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
+    se = inputs.prompt_se
+    resid = (inputs.prompt_zbar - level_c[inputs.level_group] - gamma * pbar) / se
+    ll = -0.5 * resid**2 - jnp.log(se) - 0.5 * _LOG_2PI
+    return jnp.where(inputs.prompt_n > 0, ll, 0.0)

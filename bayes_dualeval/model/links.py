@@ -1,0 +1,152 @@
+r"""Item response functions: the one place where a cell's success probability is computed.
+
+Every IRT variant shares the linear predictor :math:`\eta_{iq} = a_q (\theta_i - b_q)`
+(``a_q = 1`` under 1PL) and maps it to a probability of success:
+
+======  ============================================================
+1PL     :math:`p = \sigma(\theta_i - b_q)`
+2PL     :math:`p = \sigma(\eta)`
+3PL     :math:`p = c_q + (1 - c_q)\,\sigma(\eta)` (guessing floor ``c``)
+4PL     :math:`p = c_q + (d_q - c_q)\,\sigma(\eta)` (upper asymptote ``d``)
+======  ============================================================
+
+The model (JAX, inside the log density), the posterior predictive checks (NumPy, over
+many draws), the report's item curves and the simulator all call these functions, so a
+new link is added here and nowhere else. Functions accept NumPy or JAX arrays and return
+the same kind. The floor and ceiling apply to static questions only: an arena prompt has
+no answer to guess, so its ``c`` is 0 and its ``d`` is 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+LINKS = ("1pl", "2pl", "3pl", "4pl")
+
+
+@dataclass(frozen=True)
+class Link:
+    """What an IRT variant adds to the 1PL: which item parameters it samples.
+
+    Attributes
+    ----------
+    name : str
+        ``1pl`` ... ``4pl``.
+    slope : bool
+        Items have a discrimination ``a`` (else ``a = 1``).
+    floor : bool
+        Static items have a guessing floor ``c``.
+    ceiling : bool
+        Static items have an upper asymptote ``d``.
+    """
+
+    name: str
+    slope: bool
+    floor: bool
+    ceiling: bool
+
+    @property
+    def item_sites(self) -> tuple[str, ...]:
+        """Per-item quantities the posterior holds, in table order."""
+        return ("b",) + ("a",) * self.slope + ("c",) * self.floor + ("d",) * self.ceiling
+
+    @property
+    def asymptotes(self) -> bool:
+        """Whether ``p`` is bounded away from 0 or 1 (3PL, 4PL)."""
+        return self.floor or self.ceiling
+
+
+def get(name: str) -> Link:
+    """The :class:`Link` named ``name`` (``1pl`` ... ``4pl``)."""
+    if name not in LINKS:
+        raise ValueError(f"unknown IRT link {name!r}; one of {', '.join(LINKS)}")
+    k = LINKS.index(name) + 1
+    return Link(name=name, slope=k >= 2, floor=k >= 3, ceiling=k >= 4)
+
+
+def _xp(x):
+    """``jax.numpy`` for JAX arrays (traceable under ``jit``), else NumPy."""
+    return np if isinstance(x, np.ndarray | float | int | np.generic) else jnp
+
+
+@jax.custom_jvp
+def _jax_log_sigmoid(x):
+    return jnp.minimum(x, 0.0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+@_jax_log_sigmoid.defjvp
+def _jax_log_sigmoid_jvp(primals, tangents):
+    # the derivative sigmoid(-x) reuses the value's exp: on CPU this is faster than
+    # jax.nn.log_sigmoid, and exact to float precision
+    (x,), (dx,) = primals, tangents
+    e = jnp.exp(-jnp.abs(x))
+    value = jnp.minimum(x, 0.0) - jnp.log1p(e)
+    slope = jnp.where(x > 0, e, 1.0) / (1.0 + e)
+    return value, slope * dx
+
+
+def eta(theta, b, a=None):
+    """Linear predictor ``a (theta - b)`` (``theta - b`` when ``a`` is None), broadcast."""
+    diff = theta - b
+    return diff if a is None else a * diff
+
+
+def sigmoid(x):
+    """Logistic function, stable for large ``|x|`` (``0.5 (1 + tanh(x / 2))``)."""
+    xp = _xp(x)
+    return 0.5 * (1.0 + xp.tanh(0.5 * x))
+
+
+def log_sigmoid(x):
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, stable for any ``x``."""
+    if _xp(x) is np:
+        return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+    return _jax_log_sigmoid(x)
+
+
+def softplus(x):
+    """``log(1 + exp(x)) = x - log_sigmoid(x)``, stable for any ``x``."""
+    return x - log_sigmoid(x)
+
+
+def probability(eta_, c=None, d=None):
+    """Success probability ``c + (d - c) sigmoid(eta)``; ``c`` 0 and ``d`` 1 when None."""
+    p = sigmoid(eta_)
+    if c is None and d is None:
+        return p
+    lo = 0.0 if c is None else c
+    hi = 1.0 if d is None else d
+    return lo + (hi - lo) * p
+
+
+def log_probabilities(eta_, c=None, d=None):
+    """``(log p, log(1 - p))`` of :func:`probability`, computed without cancellation.
+
+    With a floor and ceiling, ``log p = logaddexp(log c, log(d - c) + log sigmoid(eta))``
+    and ``log(1 - p) = logaddexp(log(1 - d), log(d - c) + log sigmoid(-eta))``.
+    """
+    up, down = log_sigmoid(eta_), log_sigmoid(-eta_)
+    if c is None and d is None:
+        return up, down
+    xp = _xp(eta_)
+    lo = xp.zeros_like(eta_) if c is None else c
+    hi = xp.ones_like(eta_) if d is None else d
+    log_span = xp.log(hi - lo)
+    log_p = xp.logaddexp(xp.log(lo), log_span + up)
+    log_q = xp.logaddexp(xp.log1p(-hi), log_span + down)
+    return log_p, log_q
+
+
+def bernoulli_loglik(y, eta_, c=None, d=None):
+    """Log likelihood of binary labels ``y`` under :func:`probability`, elementwise.
+
+    Without asymptotes this is ``y eta - softplus(eta)``, one transcendental pair per cell.
+    """
+    if c is None and d is None:
+        return y * eta_ + log_sigmoid(-eta_)
+    log_p, log_q = log_probabilities(eta_, c, d)
+    return y * log_p + (1.0 - y) * log_q

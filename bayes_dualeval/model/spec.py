@@ -1,0 +1,147 @@
+"""The model object: one statistical model per specification.
+
+A :class:`DualEvalModel` owns its :class:`~bayes_dualeval.model.config.ModelConfig` and
+answers every question the rest of the package asks of the model: its NumPyro function and
+sample sites, the per-item parameters its link has, the success probability of any cell
+for posterior draws, pointwise log likelihoods, and simulated labels. Checks, the report,
+the simulator and later features go through it (or the :mod:`~bayes_dualeval.model.links`
+it wraps), so the predictive formula lives in one place.
+
+A fitted posterior records its specification (``posterior.attrs["model_config"]``);
+:meth:`DualEvalModel.from_idata` reads it back, so nothing downstream guesses which model
+made a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayes_dualeval.errors import InputError
+from bayes_dualeval.model import links
+from bayes_dualeval.model.config import ModelConfig
+
+#: Attribute of ``idata.posterior`` holding the specification as JSON.
+CONFIG_ATTR = "model_config"
+
+
+@dataclass(frozen=True)
+class DualEvalModel:
+    """A named statistical model: configuration, sites, likelihood and simulation.
+
+    Parameters
+    ----------
+    config : ModelConfig
+    """
+
+    config: ModelConfig
+
+    @classmethod
+    def from_idata(cls, idata) -> DualEvalModel:
+        """The model that produced a fitted posterior (its recorded specification).
+
+        Raises
+        ------
+        InputError
+            When the posterior does not record its specification (runs written before
+            bayes-dualeval recorded it must be fitted again).
+        """
+        text = idata.posterior.attrs.get(CONFIG_ATTR)
+        if not text:
+            raise InputError(
+                "the posterior does not record which model produced it "
+                f"(posterior.attrs[{CONFIG_ATTR!r}] is missing): fit it again"
+            )
+        return cls(ModelConfig().replace(**json.loads(text)))
+
+    def to_attrs(self) -> dict:
+        """Attributes that record this model in an InferenceData group."""
+        return {CONFIG_ATTR: json.dumps(self.config.to_dict())}
+
+    @property
+    def name(self) -> str:
+        """The specification's name."""
+        return self.config.name
+
+    @property
+    def link(self) -> links.Link:
+        """The item response function (:mod:`bayes_dualeval.model.links`)."""
+        return links.get(self.config.irt)
+
+    @property
+    def item_sites(self) -> tuple[str, ...]:
+        """Per-item quantities in the posterior (none under Bradley-Terry)."""
+        return () if self.config.mode == "bt" else self.link.item_sites
+
+    @property
+    def function(self):
+        """The NumPyro model function, called as ``function(inputs, config)``."""
+        from bayes_dualeval.model.joint import dualeval_model
+
+        return dualeval_model
+
+    def global_sites(self, inputs) -> tuple[str, ...]:
+        """Sites NUTS adapts a dense mass matrix over (see :func:`joint.global_sites`)."""
+        from bayes_dualeval.model.joint import global_sites
+
+        return global_sites(self.config, inputs)
+
+    def item_parameters(self, draws: Mapping, item=None) -> dict:
+        """The link's per-item arrays from ``draws`` (None where the link has none).
+
+        Parameters
+        ----------
+        draws : mapping of name to array
+            Posterior draws with the item axis last (e.g. shape (D, Q)), or one point.
+        item : array of int, optional
+            Take these items (along the last axis).
+        """
+        out = {}
+        for name in ("b", "a", "c", "d"):
+            value = draws.get(name) if name in self.item_sites else None
+            if value is not None and item is not None:
+                value = np.take(np.asarray(value), item, axis=-1)
+            out[name] = value
+        return out
+
+    def probability(self, draws: Mapping, model, item):
+        """Success probability of the cells ``(model[k], item[k])`` for every draw.
+
+        Parameters
+        ----------
+        draws : mapping of name to array
+            ``theta`` of shape (..., M) and the item parameters of shape (..., Q).
+        model, item : array of int, shape (n,)
+
+        Returns
+        -------
+        array, shape (..., n)
+        """
+        theta = np.take(np.asarray(draws["theta"]), model, axis=-1)
+        par = self.item_parameters(draws, item)
+        return links.probability(links.eta(theta, par["b"], par["a"]), par["c"], par["d"])
+
+    def simulate_labels(self, draws: Mapping, model, item, rng: np.random.Generator):
+        """Replicated binary labels of the cells ``(model, item)``, shape (..., n)."""
+        p = self.probability(draws, model, item)
+        return (rng.random(p.shape) < p).astype(np.int8)
+
+    def static_loglik(self, draws: Mapping, inputs):
+        """Pointwise log likelihood of the static cells for one draw, shape (S,)."""
+        from bayes_dualeval.model.likelihood import static_loglik
+
+        par = self.item_parameters(draws)
+        return static_loglik(draws["theta"], par["a"], par["b"], inputs, par["c"], par["d"])
+
+    def arena_loglik(self, draws: Mapping, inputs):
+        """Arena log likelihood per item for one draw, shape (Q,)."""
+        from bayes_dualeval.model.likelihood import arena_loglik
+
+        par = self.item_parameters(draws)
+        return arena_loglik(
+            draws["theta"], par["a"], par["b"], draws.get("gamma", 1.0), draws.get("sigma", 1.0),
+            inputs, self.config, draws.get("level_c"),
+        )  # fmt: skip
