@@ -20,97 +20,10 @@ from numpyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO, init_to_unifo
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 from numpyro.infer.util import initialize_model
 
-from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
-
-SAMPLERS = ("nuts", "svi", "map")
-GUIDES = ("normal", "lowrank")
-CENTRINGS = ("auto", "none", "all")
-
-
-@dataclass(frozen=True)
-class SamplerSettings:
-    """Settings of the inference run (everything but the model).
-
-    Attributes
-    ----------
-    sampler : {"nuts", "svi", "map"}
-    chains, warmup, draws : int
-        NUTS chains, warm-up and kept iterations per chain; SVI keeps ``draws`` draws
-        from the fitted guide (as one chain).
-    seed : int
-        Seed of the single PRNG key split once per task.
-    target_accept : float
-        NUTS target acceptance probability.
-    max_tree_depth : int
-        NUTS maximum tree depth: at most ``2**depth - 1`` leapfrog steps per draw (the
-        U-turn rule usually stops earlier; the diagnostics report how often the cap is
-        hit).
-    guide : {"normal", "lowrank"}
-        SVI autoguide: mean-field normal or low-rank multivariate normal.
-    svi_steps : int
-        Maximum number of SVI optimisation steps.
-    svi_lr : float
-        Adam step size for SVI.
-    svi_rtol : float
-        SVI stops when the mean loss of the last window changed by less than the noise of
-        the window or by less than ``svi_rtol`` relative to its size.
-    map_steps : int
-        Maximum number of 250-step optimisation windows for MAP.
-    extend : int
-        NUTS: when the draws fail the convergence check, up to this many more rounds of
-        ``draws`` draws per chain continue the chains (0: never).
-    centring : {"auto", "none", "all"}
-        NUTS: which items are sampled in centred coordinates
-        (:func:`bayes_dualeval.model.inputs.centring`); SVI and MAP always use non-centred ones.
-    progress : bool
-        Show a progress bar (NUTS and SVI).
-    """
-
-    sampler: str = "nuts"
-    chains: int = 4
-    warmup: int = 1000
-    draws: int = 1000
-    seed: int = 0
-    target_accept: float = 0.8
-    max_tree_depth: int = 6
-    guide: str = "normal"
-    svi_steps: int = 20000
-    svi_lr: float = 0.01
-    svi_rtol: float = 1e-4
-    map_steps: int = 80
-    extend: int = 2
-    centring: str = "auto"
-    progress: bool = False
-
-    def __post_init__(self):
-        if self.sampler not in SAMPLERS:
-            raise ConfigError(
-                f"sampler must be one of {', '.join(SAMPLERS)}; got {self.sampler!r}"
-            )
-        if self.centring not in CENTRINGS:
-            raise ConfigError(
-                f"centring must be one of {', '.join(CENTRINGS)}; got {self.centring!r}"
-            )
-        if self.guide not in GUIDES:
-            raise ConfigError(f"guide must be one of {', '.join(GUIDES)}; got {self.guide!r}")
-        for name in ("chains", "draws", "svi_steps", "map_steps", "max_tree_depth"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.extend < 0:
-            raise ConfigError(f"extend must be non-negative, got {self.extend}")
-        if self.warmup < 0:
-            raise ConfigError(f"warmup must be non-negative, got {self.warmup}")
-        if not 0.0 < self.target_accept < 1.0:
-            raise ConfigError(f"target_accept must be in (0, 1), got {self.target_accept}")
-
-    def to_dict(self) -> dict:
-        """The settings as a plain dict."""
-        import dataclasses
-
-        return dataclasses.asdict(self)
 
 
 @dataclass

@@ -1,0 +1,208 @@
+"""Settings of an inference run: :class:`SamplerSettings`, declared once.
+
+Each field carries its command-line description in ``metadata`` (see
+:mod:`bayes_dualeval.cli.options`): ``help``, and where they apply ``choices``, ``min`` /
+``max`` (with ``min_open`` / ``max_open`` for strict bounds) and ``section``. The same
+metadata validates the settings, so a default, a range or a help line is written in one
+place only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from bayes_dualeval.errors import ConfigError
+
+SAMPLERS = ("nuts", "svi", "map")
+GUIDES = ("normal", "lowrank")
+CENTRINGS = ("auto", "none", "all")
+
+_NUTS = "NUTS"
+_SVI = "SVI and MAP"
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """Settings of the inference run (everything but the model).
+
+    Attributes
+    ----------
+    sampler : {"nuts", "svi", "map"}
+    chains, warmup, draws : int
+        NUTS chains, warm-up and kept iterations per chain; SVI keeps ``draws`` draws
+        from the fitted guide (as one chain).
+    seed : int
+        Seed of the single PRNG key split once per task.
+    target_accept : float
+        NUTS target acceptance probability.
+    max_tree_depth : int
+        NUTS maximum tree depth: at most ``2**depth - 1`` leapfrog steps per draw (the
+        U-turn rule usually stops earlier; the diagnostics report how often the cap is
+        hit).
+    guide : {"normal", "lowrank"}
+        SVI autoguide: mean-field normal or low-rank multivariate normal.
+    svi_steps : int
+        Maximum number of SVI optimisation steps.
+    svi_lr : float
+        Adam step size for SVI.
+    svi_rtol : float
+        SVI stops when the mean loss of the last window changed by less than the noise of
+        the window or by less than ``svi_rtol`` relative to its size.
+    map_steps : int
+        Maximum number of 250-step optimisation windows for MAP.
+    extend : int
+        NUTS: when the draws fail the convergence check, up to this many more rounds of
+        ``draws`` draws per chain continue the chains (0: never).
+    centring : {"auto", "none", "all"}
+        NUTS: which items are sampled in centred coordinates
+        (:func:`bayes_dualeval.model.inputs.centring`); SVI and MAP always use non-centred ones.
+    progress : bool
+        Show a progress bar (NUTS and SVI).
+    """
+
+    sampler: str = field(
+        default="nuts",
+        metadata={
+            "help": "Full posterior (nuts), variational (svi) or point fit (map).",
+            "choices": SAMPLERS,
+        },
+    )
+    chains: int = field(default=4, metadata={"help": "NUTS chains.", "min": 1})
+    warmup: int = field(default=1000, metadata={"help": "Warm-up iterations per chain.", "min": 0})
+    draws: int = field(
+        default=1000,
+        metadata={"help": "Kept draws per chain (SVI: draws from the fitted guide).", "min": 1},
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of the one PRNG key of the run."})
+    target_accept: float = field(
+        default=0.8,
+        metadata={
+            "help": "NUTS target acceptance probability.",
+            "min": 0.0,
+            "max": 1.0,
+            "min_open": True,
+            "max_open": True,
+            "section": _NUTS,
+        },
+    )
+    max_tree_depth: int = field(
+        default=6,
+        metadata={
+            "help": "NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.",
+            "min": 1,
+            "max": 15,
+            "section": _NUTS,
+        },
+    )
+    guide: str = field(
+        default="normal",
+        metadata={
+            "help": "SVI autoguide: mean-field or low-rank normal.",
+            "choices": GUIDES,
+            "section": _SVI,
+        },
+    )
+    svi_steps: int = field(
+        default=20000,
+        metadata={
+            "help": "Most SVI steps (stops earlier when the ELBO settles).",
+            "min": 1,
+            "section": _SVI,
+        },
+    )
+    svi_lr: float = field(
+        default=0.01,
+        metadata={"help": "Adam step size of SVI.", "min": 0.0, "min_open": True, "section": _SVI},
+    )
+    svi_rtol: float = field(
+        default=1e-4,
+        metadata={
+            "help": "SVI stops when the windowed mean loss changes by less than this "
+            "fraction (or less than its noise).",
+            "min": 0.0,
+            "section": _SVI,
+        },
+    )
+    map_steps: int = field(
+        default=80,
+        metadata={"help": "Most 250-step optimisation windows of MAP.", "min": 1, "section": _SVI},
+    )
+    extend: int = field(
+        default=2,
+        metadata={
+            "help": "NUTS: while the convergence check fails, up to this many more rounds "
+            "of --draws.",
+            "min": 0,
+            "section": _NUTS,
+        },
+    )
+    centring: str = field(
+        default="auto",
+        metadata={
+            "help": "NUTS: items sampled in centred coordinates (auto: those the data pin down).",
+            "choices": CENTRINGS,
+            "section": _NUTS,
+        },
+    )
+    progress: bool = False
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def to_dict(self) -> dict:
+        """The settings as a plain dict."""
+        return dataclasses.asdict(self)
+
+
+def check_fields(obj) -> None:
+    """Check a dataclass's values against the ``choices`` and bounds in its fields' metadata.
+
+    Parameters
+    ----------
+    obj : dataclass instance
+        Fields without ``choices``, ``min`` or ``max`` metadata are not checked.
+
+    Raises
+    ------
+    ConfigError
+        Naming the first field whose value is not allowed, and what is.
+    """
+    for f in dataclasses.fields(obj):
+        value, meta = getattr(obj, f.name), f.metadata
+        choices = meta.get("choices")
+        if choices is not None and value not in choices:
+            raise ConfigError(f"{f.name} must be one of {', '.join(choices)}; got {value!r}")
+        if ("min" in meta or "max" in meta) and not _within(value, meta):
+            raise ConfigError(f"{f.name} must be {bounds_text(meta)}, got {value}")
+
+
+def _within(value, meta) -> bool:
+    low, high = meta.get("min"), meta.get("max")
+    if low is not None and (value <= low if meta.get("min_open") else value < low):
+        return False
+    return high is None or (value < high if meta.get("max_open") else value <= high)
+
+
+def bounds_text(meta) -> str:
+    """The allowed range of a field in words: ``positive``, ``at least 1``, ``in (0, 1)``.
+
+    Parameters
+    ----------
+    meta : mapping
+        A field's metadata with ``min`` and/or ``max`` (and ``min_open`` / ``max_open``).
+
+    Returns
+    -------
+    str
+    """
+    low, high = meta.get("min"), meta.get("max")
+    low_open, high_open = meta.get("min_open", False), meta.get("max_open", False)
+    if high is None:
+        if low == 0:
+            return "positive" if low_open else "non-negative"
+        return f"greater than {low}" if low_open else f"at least {low}"
+    if low is None:
+        return f"less than {high}" if high_open else f"at most {high}"
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    return f"in {left}{low:g}, {high:g}{right}"
