@@ -79,8 +79,8 @@ class SamplerSettings:
         default=0.8,
         metadata={
             "help": "NUTS target acceptance probability.",
-            "min": 0.0,
-            "max": 1.0,
+            "min": 0,
+            "max": 1,
             "min_open": True,
             "max_open": True,
             "section": _NUTS,
@@ -113,14 +113,14 @@ class SamplerSettings:
     )
     svi_lr: float = field(
         default=0.01,
-        metadata={"help": "Adam step size of SVI.", "min": 0.0, "min_open": True, "section": _SVI},
+        metadata={"help": "Adam step size of SVI.", "min": 0, "min_open": True, "section": _SVI},
     )
     svi_rtol: float = field(
         default=1e-4,
         metadata={
             "help": "SVI stops when the windowed mean loss changes by less than this "
             "fraction (or less than its noise).",
-            "min": 0.0,
+            "min": 0,
             "section": _SVI,
         },
     )

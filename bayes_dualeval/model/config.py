@@ -26,10 +26,10 @@ ARENA_LEVELS = ("mean", "none")
 DEFAULT_MODEL = "dualeval-2pl"
 
 # allowed ranges of settings, as field metadata (read by the command line)
-_POSITIVE = {"min": 0.0, "min_open": True}
-_NON_NEGATIVE = {"min": 0.0}
-_QUANTILE = {"min": 0.0, "max": 1.0, "max_open": True}
-_UNIT = {"min": 0.0, "max": 1.0, "min_open": True, "max_open": True}
+_POSITIVE = {"min": 0, "min_open": True}
+_NON_NEGATIVE = {"min": 0}
+_QUANTILE = {"min": 0, "max": 1, "max_open": True}
+_UNIT = {"min": 0, "max": 1, "min_open": True, "max_open": True}
 
 
 def _likelihood(help: str, bounds: dict | None = None, *, choices=None) -> dict:

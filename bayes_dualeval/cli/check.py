@@ -1,0 +1,42 @@
+"""``bayes-dualeval check``: load and validate data, print a summary, without fitting."""
+
+from __future__ import annotations
+
+import click
+
+from bayes_dualeval.cli.options import setting_options
+from bayes_dualeval.cli.shared import (
+    CONTEXT,
+    clean_errors,
+    data_argument,
+    reward_norm_option,
+    skip_invalid_option,
+)
+from bayes_dualeval.model.config import ModelConfig
+
+
+@click.command(
+    context_settings=CONTEXT, params=setting_options(ModelConfig, ("bb_ratio", "tie_ratio"))
+)
+@data_argument
+@reward_norm_option
+@skip_invalid_option
+@clean_errors
+def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
+    """Load and validate DATA (files or folders) and print a summary, without fitting.
+
+    \b
+    Example:
+        bayes-dualeval check data/ ../more/arena.jsonl --reward-norm global
+    """
+    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.data.distill import distill
+
+    ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    click.echo(ds.summary())
+    if len(ds.arena_items):
+        p = distill(ds, bb_ratio=bb_ratio, tie_ratio=tie_ratio)
+        click.echo(
+            f"arena pairs: {p.n_total} in all, {p.n_decisive} decisive, "
+            f"{p.n_both_bad} both-bad, {p.n_tie} ties"
+        )

@@ -1,0 +1,187 @@
+"""``bayes-dualeval fit``: fit the model to data and write a run folder.
+
+The sampler options come from :class:`~bayes_dualeval.inference.settings.SamplerSettings`
+and the model options from :class:`~bayes_dualeval.model.config.ModelConfig` (each
+overrides one setting of the ``--model`` specification), so their names, defaults, ranges
+and help are written once, on the dataclass fields.
+"""
+
+from __future__ import annotations
+
+import click
+
+from bayes_dualeval.cli.options import (
+    Sectioned,
+    SectionOption,
+    override_options,
+    setting_options,
+    split_values,
+)
+from bayes_dualeval.cli.shared import (
+    CONTEXT,
+    clean_errors,
+    data_argument,
+    reward_norm_option,
+    say,
+    skip_invalid_option,
+)
+from bayes_dualeval.inference.device import DEVICES
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import DEFAULT_MODEL, ModelConfig, load_spec
+
+_MODEL_HEADING = "{} (override the --model spec)"
+
+
+def _options() -> list[click.Option]:
+    """Sampler options, then the model: ``--model`` and one override per setting."""
+    model = SectionOption(
+        ["--model", "model_name"],
+        section="Model",
+        default=DEFAULT_MODEL,
+        show_default=True,
+        help="Named specification from models/ (see `bayes-dualeval models`) or a .toml path.",
+    )
+    overrides = override_options(load_spec(DEFAULT_MODEL), heading=_MODEL_HEADING)
+    return [*setting_options(SamplerSettings, section="Sampler"), model, *overrides]
+
+
+def _run_option(*decls, **kwargs):
+    return click.option(*decls, cls=SectionOption, section="Run", **kwargs)
+
+
+@click.command(context_settings=CONTEXT, cls=Sectioned, params=_options())
+@data_argument
+@reward_norm_option
+@skip_invalid_option
+@_run_option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Credible interval level of every table.",
+)
+@_run_option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Run folder (must not exist); default a new folder under runs/.",
+)
+@_run_option(
+    "--device",
+    type=click.Choice(DEVICES),
+    default="auto",
+    show_default=True,
+    help="Where JAX runs; auto uses a GPU when there is one.",
+)
+@_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
+@_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@clean_errors
+def fit(data, model_name, ci, out, device, no_report, quiet, reward_norm, skip_invalid, **fields):
+    """Fit the Bayesian DualEval model to DATA and write a run folder.
+
+    The run folder holds posterior.nc (ArviZ InferenceData), diagnostics.json, the
+    tables (leaderboard.csv, pairwise.csv, items.csv, anomalies.csv) and the report
+    (report.html, report.md and figures/; rebuild it with `bayes-dualeval report`).
+    Likelihood and prior options override single settings of the --model specification.
+
+    \b
+    Example:
+        bayes-dualeval fit data/ --sampler nuts
+        bayes-dualeval fit data/ --sampler map --mode static --out runs/static-map
+        bayes-dualeval fit data/ --irt 3pl --guess-mean 0.25
+    """
+    import time
+
+    from bayes_dualeval.inference.device import configure
+
+    sampler = fields["sampler"]
+    configure(device, fields["chains"] if sampler == "nuts" else 1)
+
+    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.runs import output
+    from bayes_dualeval.runs.fit import check_out_dir, default_run_dir
+    from bayes_dualeval.runs.fit import fit as run_fit
+
+    # what is needed only after sampling (arviz alone takes seconds) is imported while the
+    # sampler compiles and runs, which JAX does without holding the GIL
+    after = ["arviz", "bayes_dualeval.posterior.diagnostics", "bayes_dualeval.posterior.idata"]
+    _import_in_background(after + ([] if no_report else ["bayes_dualeval.report.document"]))
+    config, settings = build_settings(model_name, fields, progress=not quiet)
+    run_dir = check_out_dir(out) if out else default_run_dir(sampler)
+    start = time.perf_counter()
+    ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    timings = {"data": round(time.perf_counter() - start, 3)}
+    say(ds.summary(), quiet)
+    say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
+    result = run_fit(ds, config, settings, timings=timings)
+    run_dir = output.write(result, run_dir, ci=ci, report=not no_report)
+    _tell(result, run_dir, sampler, ci)
+
+
+def build_settings(
+    model_name: str, fields: dict, *, progress: bool
+) -> tuple[ModelConfig, SamplerSettings]:
+    """The model configuration and sampler settings that ``fit``'s options ask for.
+
+    Parameters
+    ----------
+    model_name : str
+        ``--model``: a named specification or a ``.toml`` path.
+    fields : dict
+        The parsed sampler options and model overrides, by field name (an override left
+        out is ``None``).
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    ModelConfig, SamplerSettings
+
+    Raises
+    ------
+    ConfigError
+        Unknown specification, or a setting out of its range.
+    """
+    sampler_values, model_values = split_values(fields, SamplerSettings)
+    config = load_spec(model_name).replace(**model_values)  # unknown names are errors
+    return config, SamplerSettings(**sampler_values, progress=progress)
+
+
+def _tell(result, run_dir, sampler: str, ci: float) -> None:
+    """Print the summary, timings and any convergence warnings of a finished fit."""
+    from bayes_dualeval.runs import output
+
+    click.echo(output.terminal_summary(result, ci=ci))
+    t = result.diagnostics["timings"]
+    click.echo(
+        f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s, "
+        f"sampling {t.get('sampling', 0):.1f}s"
+    )
+    click.echo(f"wrote {run_dir}")
+    for problem in result.diagnostics["convergence"]["problems"]:
+        click.secho(f"warning: convergence: {problem}", err=True, fg="red")
+    for note in result.diagnostics["convergence"].get("notes", []):
+        click.secho(f"note: {note}", err=True, fg="yellow")
+    info = result.diagnostics["sampler_info"]
+    if sampler != "nuts" and info.get("converged") is False:
+        click.secho(
+            f"warning: {sampler} optimisation did not settle within its step limit; "
+            "raise --svi-steps or use --sampler nuts",
+            err=True,
+            fg="red",
+        )
+
+
+def _import_in_background(names: list[str]) -> None:
+    """Import modules in a daemon thread; a failure is left for the main thread to meet."""
+    import importlib
+    import threading
+
+    def work():
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - imported (and reported) again when used
+                continue
+
+    threading.Thread(target=work, name="import-in-background", daemon=True).start()

@@ -1,0 +1,49 @@
+"""``bayes-dualeval report``: rebuild a run's report and tables from its posterior."""
+
+from __future__ import annotations
+
+import click
+
+from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Credible interval level of the tables and report.  [default: the run's]",
+)
+@clean_errors
+def report(run_dir, ci):
+    """Rebuild the report and tables of RUN_DIR from its posterior.nc, without refitting.
+
+    Writes RUN_DIR/report.html (one self-contained file), RUN_DIR/report.md with its
+    figures in RUN_DIR/figures/, and the CSV tables again (at --ci, if given).
+
+    \b
+    Example:
+        bayes-dualeval report runs/20260101-120000-nuts
+        bayes-dualeval report runs/20260101-120000-nuts --ci 0.9
+    """
+    from bayes_dualeval.inference.device import configure
+
+    configure("cpu", 1, compile_cache=False)
+
+    from pathlib import Path
+
+    from bayes_dualeval.report.document import dataset_from_idata, write_report
+    from bayes_dualeval.runs import output
+    from bayes_dualeval.runs.fit import load_run, write_diagnostics
+
+    idata, diagnostics = load_run(run_dir)
+    ci = float(ci if ci is not None else diagnostics.get("ci") or 0.95)
+    dataset = dataset_from_idata(idata, reward_norm=diagnostics.get("data", {}).get("reward_norm"))
+    ppc, tables = output.rewrite_tables(run_dir, idata, diagnostics, dataset, ci=ci)
+    write_diagnostics(run_dir, diagnostics)
+    written = write_report(run_dir, idata, diagnostics, dataset, ci=ci, ppc=ppc)
+    figures = [p for p in written if p.suffix == ".png"]
+    for path in [*tables, *(p for p in written if p.suffix != ".png")]:
+        click.echo(f"wrote {path}")
+    click.echo(f"wrote {len(figures)} figures in {Path(run_dir) / 'figures'}")

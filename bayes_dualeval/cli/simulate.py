@@ -1,0 +1,113 @@
+"""``bayes-dualeval simulate``: write simulated evaluation files with known truth.
+
+The defaults are those of :func:`bayes_dualeval.data.simulate.simulate` (a test holds them
+equal); they are written out here because importing the simulator imports JAX, which every
+command would then wait for.
+"""
+
+from __future__ import annotations
+
+import click
+
+from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+
+_PROBABILITY = click.FloatRange(0, 1, max_open=True)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("out", type=click.Path(file_okay=False, path_type=str))
+@click.option("--models", "n_models", type=click.IntRange(2), default=12, show_default=True)
+@click.option("--static-items", type=click.IntRange(0), default=300, show_default=True)
+@click.option("--arena-prompts", type=click.IntRange(0), default=100, show_default=True)
+@click.option("--domains", type=click.IntRange(1), default=3, show_default=True)
+@click.option(
+    "--missing",
+    type=_PROBABILITY,
+    default=0.0,
+    show_default=True,
+    help="Probability that a (model, item) cell is missing.",
+)
+@click.option(
+    "--reward-noise",
+    type=click.FloatRange(0),
+    default=0.3,
+    show_default=True,
+)
+@click.option(
+    "--prompt-offset-sd",
+    type=click.FloatRange(0),
+    default=1.0,
+    show_default=True,
+    help="Spread of per-prompt reward offsets (reward-model leniency); 0: rewards carry "
+    "the prompt's level.",
+)
+@click.option(
+    "--log-a",
+    nargs=2,
+    type=float,
+    default=(0.0, 0.3),
+    show_default=True,
+    help="Mean and sd of log discriminations (1 0.8: near-deterministic items).",
+)
+@click.option(
+    "--guess",
+    type=_PROBABILITY,
+    default=0.0,
+    show_default=True,
+    help="Guessing floor c of static questions (0.25: four-option multiple choice; a 3PL truth).",
+)
+@click.option(
+    "--slip",
+    type=_PROBABILITY,
+    default=0.0,
+    show_default=True,
+    help="Slip 1 - d of static questions: their ceiling is 1 - slip (with --guess, a 4PL truth).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
+@clean_errors
+def simulate(
+    out,
+    n_models,
+    static_items,
+    arena_prompts,
+    domains,
+    missing,
+    reward_noise,
+    prompt_offset_sd,
+    log_a,
+    guess,
+    slip,
+    seed,
+    force,
+):
+    """Write simulated static and arena files with known truth to OUT.
+
+    Writes OUT/bench/static.jsonl, OUT/arena/arena.jsonl and OUT/truth.json (true theta per
+    model, a and b per item id (and c, d with --guess or --slip), gamma); the process is
+    described in docs/simulator.md.
+
+    \b
+    Example:
+        bayes-dualeval simulate sim/ --models 20 --static-items 400 --arena-prompts 150 \\
+            --domains 3 --missing 0.1 --seed 7
+        bayes-dualeval simulate sim-mc/ --guess 0.25
+    """
+    from bayes_dualeval.data import simulate as sim
+
+    static, arena, truth = sim.simulate(
+        n_models,
+        static_items,
+        arena_prompts,
+        n_domains=domains,
+        missing=missing,
+        reward_noise=reward_noise,
+        prompt_offset_sd=prompt_offset_sd,
+        log_a_mean=log_a[0],
+        log_a_sd=log_a[1],
+        guess=guess,
+        slip=slip,
+        seed=seed,
+    )
+    for path in sim.write(out, static, arena, truth, force=force):
+        click.echo(f"wrote {path}")
