@@ -161,6 +161,22 @@ def test_simulate_reward_noise_option(tmp_path):
     assert json.loads((tmp_path / "truth.json").read_text())["reward_noise"] == 0.05
 
 
+def test_simulate_guess_and_slip_make_a_4pl_truth(tmp_path):
+    args = ["simulate", tmp_path, "--models", 3, "--static-items", 12, "--arena-prompts", 2]
+    r = run(*args, "--guess", 0.25, "--slip", 0.05)
+    assert r.exit_code == 0, r.output
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert (truth["settings"]["guess"], truth["settings"]["slip"]) == (0.25, 0.05)
+    static = [v for v in truth["items"].values() if v["kind"] == "static"]
+    assert len(static) == 12
+    assert all(v["c"] == 0.25 and v["d"] == pytest.approx(0.95) for v in static)
+    plain = tmp_path / "plain"
+    assert run("simulate", plain, "--models", 3, "--static-items", 2).exit_code == 0
+    truth = json.loads((plain / "truth.json").read_text())
+    assert not any("c" in v for v in truth["items"].values())  # a 2PL truth by default
+    assert_user_error(run(*args, "--guess", 0.6, "--slip", 0.5, "--force"), "guess", code=1)
+
+
 # --------------------------------------------------------------------------- user mistakes
 
 
@@ -176,6 +192,8 @@ def test_simulate_reward_noise_option(tmp_path):
         (["simulate", "x", "--missing", "1.0"], "Invalid value for '--missing'"),
         (["simulate", "x", "--missing", "-0.5"], "Invalid value for '--missing'"),
         (["simulate", "x", "--domains", "0"], "Invalid value for '--domains'"),
+        (["simulate", "x", "--guess", "1"], "Invalid value for '--guess'"),
+        (["simulate", "x", "--slip", "-0.1"], "Invalid value for '--slip'"),
         (["simulate", "x", "--seed", "abc"], "is not a valid integer"),
         (["simulate"], "Missing argument"),
         (["frobnicate"], "No such command"),
@@ -196,10 +214,11 @@ def test_unsupported_file_type(tmp_data):
 
 
 def test_bad_ratio_value():
+    # the range comes from ModelConfig's field, as for fit's --bb-ratio
     assert_user_error(
-        run("check", DATA, "--bb-ratio", "1.5"), "bb_ratio must be in [0, 1)", code=1
+        run("check", DATA, "--bb-ratio", "1.5"), "Invalid value for '--bb-ratio'", "0<=x<1", code=2
     )
-    assert_user_error(run("check", DATA, "--tie-ratio", "-1"), "tie_ratio must be in", code=1)
+    assert_user_error(run("check", DATA, "--tie-ratio", "-1"), "'--tie-ratio'", code=2)
 
 
 def test_simulate_nothing_to_simulate(tmp_path):
