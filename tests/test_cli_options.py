@@ -264,7 +264,28 @@ def test_settings_are_validated_from_the_same_metadata():
             SamplerSettings(**changes)
         assert str(caught.value) == message
     assert bounds_text({"min": 2, "min_open": True}) == "greater than 2"
+    assert bounds_text({"min": 0, "max": 1, "max_open": True}) == "in [0, 1)"
     assert bounds_text({"max": 3}) == "at most 3"
+
+
+def test_model_config_rejects_what_its_option_ranges_reject():
+    """The ranges in ModelConfig's metadata (the CLI's) agree with its own validation."""
+    checked = 0
+    for f in option_fields(ModelConfig):
+        meta = f.metadata
+        outside = []
+        if "min" in meta:
+            outside.append(meta["min"] if meta.get("min_open") else meta["min"] - 0.5)
+        if "max" in meta:
+            outside.append(meta["max"] if meta.get("max_open") else meta["max"] + 0.5)
+        for value in outside:
+            with pytest.raises(ConfigError, match=f.name):
+                ModelConfig(**{f.name: value})
+            checked += 1
+        if "choices" in meta:
+            with pytest.raises(ConfigError, match=f.name):
+                ModelConfig(**{f.name: "nonsense"})
+    assert checked >= 20
 
 
 # --------------------------------------------------------------------------- help

@@ -22,6 +22,16 @@ _NUTS = "NUTS"
 _SVI = "SVI and MAP"
 
 
+def _setting(default, help: str, section: str | None = None, *, choices=None, **bounds):
+    """A field with its command-line metadata: help line, heading, choices and bounds."""
+    meta = {"help": help, **bounds}
+    if section is not None:
+        meta["section"] = section
+    if choices is not None:
+        meta["choices"] = choices
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class SamplerSettings:
     """Settings of the inference run (everything but the model).
@@ -56,94 +66,60 @@ class SamplerSettings:
         ``draws`` draws per chain continue the chains (0: never).
     centring : {"auto", "none", "all"}
         NUTS: which items are sampled in centred coordinates
-        (:func:`bayes_dualeval.model.inputs.centring`); SVI and MAP always use non-centred ones.
+        (:func:`bayes_dualeval.model.pilot.centring`); SVI and MAP always use non-centred ones.
     progress : bool
         Show a progress bar (NUTS and SVI).
     """
 
-    sampler: str = field(
-        default="nuts",
-        metadata={
-            "help": "Full posterior (nuts), variational (svi) or point fit (map).",
-            "choices": SAMPLERS,
-        },
+    sampler: str = _setting(
+        "nuts", "Full posterior (nuts), variational (svi) or point fit (map).", choices=SAMPLERS
     )
-    chains: int = field(default=4, metadata={"help": "NUTS chains.", "min": 1})
-    warmup: int = field(default=1000, metadata={"help": "Warm-up iterations per chain.", "min": 0})
-    draws: int = field(
-        default=1000,
-        metadata={"help": "Kept draws per chain (SVI: draws from the fitted guide).", "min": 1},
+    chains: int = _setting(4, "NUTS chains.", min=1)
+    warmup: int = _setting(1000, "Warm-up iterations per chain.", min=0)
+    draws: int = _setting(1000, "Kept draws per chain (SVI: draws from the fitted guide).", min=1)
+    seed: int = _setting(0, "Seed of the one PRNG key of the run.")
+    target_accept: float = _setting(
+        0.8,
+        "NUTS target acceptance probability.",
+        _NUTS,
+        min=0,
+        max=1,
+        min_open=True,
+        max_open=True,
     )
-    seed: int = field(default=0, metadata={"help": "Seed of the one PRNG key of the run."})
-    target_accept: float = field(
-        default=0.8,
-        metadata={
-            "help": "NUTS target acceptance probability.",
-            "min": 0,
-            "max": 1,
-            "min_open": True,
-            "max_open": True,
-            "section": _NUTS,
-        },
+    max_tree_depth: int = _setting(
+        6,
+        "NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.",
+        _NUTS,
+        min=1,
+        max=15,
     )
-    max_tree_depth: int = field(
-        default=6,
-        metadata={
-            "help": "NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.",
-            "min": 1,
-            "max": 15,
-            "section": _NUTS,
-        },
+    guide: str = _setting(
+        "normal", "SVI autoguide: mean-field or low-rank normal.", _SVI, choices=GUIDES
     )
-    guide: str = field(
-        default="normal",
-        metadata={
-            "help": "SVI autoguide: mean-field or low-rank normal.",
-            "choices": GUIDES,
-            "section": _SVI,
-        },
+    svi_steps: int = _setting(
+        20000, "Most SVI steps (stops earlier when the ELBO settles).", _SVI, min=1
     )
-    svi_steps: int = field(
-        default=20000,
-        metadata={
-            "help": "Most SVI steps (stops earlier when the ELBO settles).",
-            "min": 1,
-            "section": _SVI,
-        },
+    svi_lr: float = _setting(0.01, "Adam step size of SVI.", _SVI, min=0, min_open=True)
+    svi_rtol: float = _setting(
+        1e-4,
+        "SVI stops when the windowed mean loss changes by less than this fraction (or less "
+        "than its noise).",
+        _SVI,
+        min=0,
     )
-    svi_lr: float = field(
-        default=0.01,
-        metadata={"help": "Adam step size of SVI.", "min": 0, "min_open": True, "section": _SVI},
+    map_steps: int = _setting(80, "Most 250-step optimisation windows of MAP.", _SVI, min=1)
+    extend: int = _setting(
+        2,
+        "NUTS: while the convergence check fails, up to this many more rounds of --draws.",
+        _NUTS,
+        min=0,
     )
-    svi_rtol: float = field(
-        default=1e-4,
-        metadata={
-            "help": "SVI stops when the windowed mean loss changes by less than this "
-            "fraction (or less than its noise).",
-            "min": 0,
-            "section": _SVI,
-        },
-    )
-    map_steps: int = field(
-        default=80,
-        metadata={"help": "Most 250-step optimisation windows of MAP.", "min": 1, "section": _SVI},
-    )
-    extend: int = field(
-        default=2,
-        metadata={
-            "help": "NUTS: while the convergence check fails, up to this many more rounds "
-            "of --draws.",
-            "min": 0,
-            "section": _NUTS,
-        },
-    )
-    centring: str = field(
-        default="auto",
-        metadata={
-            "help": "NUTS: items sampled in centred coordinates (auto: those the data pin down).",
-            "choices": CENTRINGS,
-            "section": _NUTS,
-        },
+    centring: str = _setting(
+        "auto",
+        "NUTS: items sampled in centred coordinates (auto: those whose data outweigh the prior).",
+        _NUTS,
+        choices=CENTRINGS,
     )
     progress: bool = False
 

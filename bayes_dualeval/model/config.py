@@ -32,22 +32,22 @@ _QUANTILE = {"min": 0, "max": 1, "max_open": True}
 _UNIT = {"min": 0, "max": 1, "min_open": True, "max_open": True}
 
 
-def _likelihood(help: str, bounds: dict | None = None, *, choices=None) -> dict:
-    """Metadata of a likelihood setting: its help line, range and choices."""
-    return _metadata("Likelihood", help, bounds, choices)
+def _likelihood(default, help: str, bounds: dict | None = None, *, choices=None):
+    """A likelihood setting: its default, and its help line, range and choices as metadata."""
+    return _setting("Likelihood", default, help, bounds, choices)
 
 
-def _prior(help: str, bounds: dict | None = None, *, choices=None) -> dict:
-    """Metadata of a prior setting: its help line, range and choices."""
-    return _metadata("Priors", help, bounds, choices)
+def _prior(default, help: str, bounds: dict | None = None, *, choices=None):
+    """A prior setting: its default, and its help line, range and choices as metadata."""
+    return _setting("Priors", default, help, bounds, choices)
 
 
-def _metadata(section: str, help: str, bounds: dict | None, choices) -> dict:
+def _setting(section: str, default, help: str, bounds: dict | None, choices):
     # the section names the table of a specification file the setting belongs in
     meta = {"help": help, "section": section, **(bounds or {})}
     if choices is not None:
         meta["choices"] = choices
-    return meta
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -114,108 +114,59 @@ class ModelConfig:
     """
 
     name: str = DEFAULT_MODEL
-    mode: str = field(
-        default="both",
-        metadata=_likelihood(
-            "Data that enter: joint, static only, arena only, or Bradley-Terry.", choices=MODES
-        ),
+    mode: str = _likelihood(
+        "both", "Data that enter: joint, static only, arena only, or Bradley-Terry.", choices=MODES
     )
-    irt: str = field(
-        default="2pl",
-        metadata=_likelihood(
-            "Item response function: 2PL, Rasch (a_q = 1), 2PL with a guessing floor c_q "
-            "(3PL), or also an upper asymptote d_q (4PL).",
-            choices=IRTS,
-        ),
+    irt: str = _likelihood(
+        "2pl",
+        "Item response function: 2PL, Rasch (a_q = 1), 2PL with a guessing floor c_q (3PL), "
+        "or also an upper asymptote d_q (4PL).",
+        choices=IRTS,
     )
-    item_prior: str = field(
-        default="hierarchical",
-        metadata=_prior(
-            "Pooled per-source item priors, or fixed weakly-informative ones.",
-            choices=ITEM_PRIORS,
-        ),
+    item_prior: str = _prior(
+        "hierarchical",
+        "Pooled per-source item priors, or fixed weakly-informative ones.",
+        choices=ITEM_PRIORS,
     )
-    arena_likelihood: str = field(
-        default="pairs",
-        metadata=_likelihood(
-            "Arena term: weighted pairs (2/n), all pairs, or rewards.", choices=ARENA_LIKELIHOODS
-        ),
+    arena_likelihood: str = _likelihood(
+        "pairs",
+        "Arena term: weighted pairs (2/n), all pairs, or rewards.",
+        choices=ARENA_LIKELIHOODS,
     )
-    arena_level: str = field(
-        default="mean",
-        metadata=_likelihood(
-            "How a prompt's difficulty is seen: its mean reward (the reward model is equally "
-            "lenient on every prompt), or not at all (leniency varies; arena b not "
-            "identified).",
-            choices=ARENA_LEVELS,
-        ),
+    arena_level: str = _likelihood(
+        "mean",
+        "How a prompt's difficulty is seen: its mean reward (the reward model is equally "
+        "lenient on every prompt), or not at all (leniency varies; arena b not identified).",
+        choices=ARENA_LEVELS,
     )
-    lambda_static: float = field(
-        default=1.0, metadata=_likelihood("Likelihood power of static labels.", _NON_NEGATIVE)
+    lambda_static: float = _likelihood(1.0, "Likelihood power of static labels.", _NON_NEGATIVE)
+    lambda_arena: float = _likelihood(1.0, "Likelihood power of arena pairs.", _NON_NEGATIVE)
+    lambda_bb: float = _likelihood(0.0, "Weight of the both-bad anchoring term.", _NON_NEGATIVE)
+    bb_ratio: float = _likelihood(
+        DEFAULT_BB_RATIO,
+        "Quantile of pairwise max(z) at or below which a pair is both-bad (0 = off).",
+        _QUANTILE,
     )
-    lambda_arena: float = field(
-        default=1.0, metadata=_likelihood("Likelihood power of arena pairs.", _NON_NEGATIVE)
+    tie_ratio: float = _likelihood(
+        DEFAULT_TIE_RATIO,
+        "Quantile of pairwise |dz| at or below which a pair is a tie (0 = off).",
+        _QUANTILE,
     )
-    lambda_bb: float = field(
-        default=0.0, metadata=_likelihood("Weight of the both-bad anchoring term.", _NON_NEGATIVE)
-    )
-    bb_ratio: float = field(
-        default=DEFAULT_BB_RATIO,
-        metadata=_likelihood(
-            "Quantile of pairwise max(z) at or below which a pair is both-bad (0 = off).",
-            _QUANTILE,
-        ),
-    )
-    tie_ratio: float = field(
-        default=DEFAULT_TIE_RATIO,
-        metadata=_likelihood(
-            "Quantile of pairwise |dz| at or below which a pair is a tie (0 = off).", _QUANTILE
-        ),
-    )
-    theta_scale: float = field(default=1.0, metadata=_prior("Prior sd of abilities.", _POSITIVE))
-    gamma_loc: float = field(
-        default=math.log(4.0), metadata=_prior("Log-scale location of gamma's LogNormal prior.")
-    )
-    gamma_scale: float = field(
-        default=0.5, metadata=_prior("Log-scale sd of gamma's LogNormal prior.", _POSITIVE)
-    )
-    b_loc_scale: float = field(
-        default=2.0, metadata=_prior("Hierarchical: prior sd of mu_b per source.", _POSITIVE)
-    )
-    b_scale_scale: float = field(
-        default=1.5, metadata=_prior("Hierarchical: HalfNormal scale of sigma_b.", _POSITIVE)
-    )
-    loga_loc_scale: float = field(
-        default=0.5, metadata=_prior("Hierarchical: prior sd of mu_log_a per source.", _POSITIVE)
-    )
-    loga_scale_scale: float = field(
-        default=0.3, metadata=_prior("Hierarchical: prior median of sigma_log_a.", _POSITIVE)
-    )
-    b_scale: float = field(
-        default=3.0, metadata=_prior("Independent prior sd of difficulties.", _POSITIVE)
-    )
-    loga_scale: float = field(
-        default=1.0, metadata=_prior("Independent prior sd of log discriminations.", _POSITIVE)
-    )
-    sigma_scale: float = field(
-        default=1.0, metadata=_prior("Reward likelihood: HalfNormal scale of sigma.", _POSITIVE)
-    )
-    level_loc_scale: float = field(
-        default=1.0, metadata=_prior("Arena level term: prior sd of c_s per source.", _POSITIVE)
-    )
-    guess_mean: float = field(
-        default=0.25,
-        metadata=_prior("3PL/4PL: prior mean of the guessing floor c_q (1/options).", _UNIT),
-    )
-    guess_strength: float = field(
-        default=20.0, metadata=_prior("3PL/4PL: Beta prior strength of c_q.", _POSITIVE)
-    )
-    ceiling_mean: float = field(
-        default=0.95, metadata=_prior("4PL: prior mean of the upper asymptote d_q.", _UNIT)
-    )
-    ceiling_strength: float = field(
-        default=20.0, metadata=_prior("4PL: Beta prior strength of d_q.", _POSITIVE)
-    )
+    theta_scale: float = _prior(1.0, "Prior sd of abilities.", _POSITIVE)
+    gamma_loc: float = _prior(math.log(4.0), "Log-scale location of gamma's LogNormal prior.")
+    gamma_scale: float = _prior(0.5, "Log-scale sd of gamma's LogNormal prior.", _POSITIVE)
+    b_loc_scale: float = _prior(2.0, "Hierarchical: prior sd of mu_b per source.", _POSITIVE)
+    b_scale_scale: float = _prior(1.5, "Hierarchical: HalfNormal scale of sigma_b.", _POSITIVE)
+    loga_loc_scale: float = _prior(0.5, "Hierarchical: prior sd of mu_log_a.", _POSITIVE)
+    loga_scale_scale: float = _prior(0.3, "Hierarchical: prior median of sigma_log_a.", _POSITIVE)
+    b_scale: float = _prior(3.0, "Independent prior sd of difficulties.", _POSITIVE)
+    loga_scale: float = _prior(1.0, "Independent prior sd of log discriminations.", _POSITIVE)
+    sigma_scale: float = _prior(1.0, "Reward likelihood: HalfNormal scale of sigma.", _POSITIVE)
+    level_loc_scale: float = _prior(1.0, "Arena level term: prior sd of c_s.", _POSITIVE)
+    guess_mean: float = _prior(0.25, "3PL/4PL: prior mean of the guessing floor c_q.", _UNIT)
+    guess_strength: float = _prior(20.0, "3PL/4PL: Beta prior strength of c_q.", _POSITIVE)
+    ceiling_mean: float = _prior(0.95, "4PL: prior mean of the upper asymptote d_q.", _UNIT)
+    ceiling_strength: float = _prior(20.0, "4PL: Beta prior strength of d_q.", _POSITIVE)
     description: str = ""
 
     def __post_init__(self):
