@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bayes_dualeval.checks.contamination import auroc, contamination_study
-from bayes_dualeval.checks.ppc import (
+from bayes_dualeval.checks import (
     FLAG_Q,
     anomalies,
     bh_qvalues,

@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 from scipy import special
 
-from bayes_dualeval.checks import ppc as checks
-from bayes_dualeval.checks.ppc import anomalies, item_table, posterior_predictive
+from bayes_dualeval.checks import anomalies, budget, item_table, posterior_predictive
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.sampling import Draws
@@ -111,11 +110,11 @@ def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch
     ds, idata, pairs = run_data
     full = posterior_predictive(idata, ds, pairs, max_draws=100)
     n_pairs = int((~pairs.both_bad).sum())
-    monkeypatch.setattr(checks, "CHECK_ELEMENTS", 30 * max(n_pairs, len(ds.arena_z)))
-    monkeypatch.setattr(checks, "MIN_CHECK_DRAWS", 5)
+    monkeypatch.setattr(budget, "CHECK_ELEMENTS", 30 * max(n_pairs, len(ds.arena_z)))
+    monkeypatch.setattr(budget, "MIN_CHECK_DRAWS", 5)
     cut = posterior_predictive(idata, ds, pairs, max_draws=100)
     assert full.summary["draws_arena"] == 100 and cut.summary["draws_arena"] == 30
-    assert cut.summary["replicates"] >= checks.MIN_REPLICATES
+    assert cut.summary["replicates"] >= budget.MIN_REPLICATES
     for ppc in (full, cut):
         assert ppc.anomalies["p_value"].between(0, 1).all()
         assert ppc.anomalies["q_value"].between(0, 1).all()
@@ -130,9 +129,9 @@ def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch
 
 def test_budget_keeps_all_draws_when_affordable():
     draws = np.arange(7, 500, 3)
-    assert checks._budget(draws, 10) is draws
-    few = checks._budget(draws, checks.CHECK_ELEMENTS // 60)
-    assert len(few) == max(60, checks.MIN_CHECK_DRAWS)
+    assert budget.budget(draws, 10) is draws
+    few = budget.budget(draws, budget.CHECK_ELEMENTS // 60)
+    assert len(few) == max(60, budget.MIN_CHECK_DRAWS)
     assert few[0] == draws[0] and few[-1] == draws[-1] and np.all(np.diff(few) > 0)
 
 

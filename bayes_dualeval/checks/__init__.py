@@ -1,1 +1,61 @@
-"""Posterior predictive checks, item and cell audits, planted-fault studies."""
+"""Posterior predictive checks, item and cell audits, planted-fault studies.
+
+Public functions: :func:`posterior_predictive` (a :class:`PPC`), :func:`anomalies` (the
+cell table), :func:`item_table`, :func:`calibration_table`, :func:`calibration_error` and
+:func:`bh_qvalues`. The modules, in the order a check runs:
+
+* :mod:`~bayes_dualeval.checks.draws`: the run's draws, data and recorded specification;
+* :mod:`~bayes_dualeval.checks.budget`: how many draws a pass affords, and its chunks;
+* :mod:`~bayes_dualeval.checks.static`, :mod:`~bayes_dualeval.checks.arena`,
+  :mod:`~bayes_dualeval.checks.reward`: one pass over each kind of data;
+* :mod:`~bayes_dualeval.checks.passes`: each pass made once and shared;
+* :mod:`~bayes_dualeval.checks.cells`, :mod:`~bayes_dualeval.checks.fdr`: the cell table
+  and its q-values; :mod:`~bayes_dualeval.checks.items`: the items table;
+  :mod:`~bayes_dualeval.checks.calibration`; :mod:`~bayes_dualeval.checks.ppc`: the
+  public functions;
+* :mod:`~bayes_dualeval.checks.contamination`, :mod:`~bayes_dualeval.checks.reference`:
+  validation studies (planted contamination, a classical 2PL estimator).
+
+The constants are defined in those modules (patch them there, e.g.
+``bayes_dualeval.checks.budget.CHECK_ELEMENTS``) and named here for reading.
+"""
+
+from bayes_dualeval.checks.arena import MIN_DISPERSION
+from bayes_dualeval.checks.budget import (
+    CHECK_ELEMENTS,
+    CHUNK_ELEMENTS,
+    MIN_CHECK_DRAWS,
+    MIN_REPLICATES,
+    PAIR_CHUNK_DRAWS,
+    STORE_ELEMENTS,
+)
+from bayes_dualeval.checks.calibration import (
+    CALIBRATION_BINS,
+    calibration_error,
+    calibration_table,
+)
+from bayes_dualeval.checks.cells import FLAG_Q
+from bayes_dualeval.checks.fdr import bh_qvalues
+from bayes_dualeval.checks.items import LOW_DISCRIMINATION, MISFIT_PPP, item_table
+from bayes_dualeval.checks.ppc import PPC, anomalies, posterior_predictive
+
+__all__ = [
+    "CALIBRATION_BINS",
+    "CHECK_ELEMENTS",
+    "CHUNK_ELEMENTS",
+    "FLAG_Q",
+    "LOW_DISCRIMINATION",
+    "MIN_CHECK_DRAWS",
+    "MIN_DISPERSION",
+    "MIN_REPLICATES",
+    "MISFIT_PPP",
+    "PAIR_CHUNK_DRAWS",
+    "PPC",
+    "STORE_ELEMENTS",
+    "anomalies",
+    "bh_qvalues",
+    "calibration_error",
+    "calibration_table",
+    "item_table",
+    "posterior_predictive",
+]

@@ -19,6 +19,7 @@ from scipy import stats
 from bayes_dualeval.checks.ppc import anomalies
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import STATIC_SOURCE, simulate
+from bayes_dualeval.model import links
 
 
 def auroc(score, positive) -> float:
@@ -44,6 +45,25 @@ def auroc(score, positive) -> float:
         return float("nan")
     ranks = stats.rankdata(score)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def true_probability(truth: dict, models, items) -> np.ndarray:
+    """The simulator's true success probability of the cells ``(models[k], items[k])``.
+
+    Parameters
+    ----------
+    truth : dict
+        The truth of :func:`bayes_dualeval.data.simulate.simulate`.
+    models, items : array_like of str
+        Model labels and item ids of the cells.
+    """
+    theta = np.array([truth["theta"][m] for m in models], dtype=np.float64)
+    par = [truth["items"][q] for q in items]
+    a, b = (np.array([v[k] for v in par], dtype=np.float64) for k in ("a", "b"))
+    c, d = (
+        np.array([v.get(k, x) for v in par], dtype=np.float64) for k, x in (("c", 0.0), ("d", 1.0))
+    )
+    return links.probability(links.eta(theta, b, a), c, d)
 
 
 def contaminate(
@@ -76,10 +96,7 @@ def contaminate(
     out = static.copy()
     out["source"] = STATIC_SOURCE
     item = STATIC_SOURCE + "::" + out["dataset"] + "_" + out["sample_index"].astype(str)
-    theta = out["model_label"].map(truth["theta"]).to_numpy(dtype=np.float64)
-    a = item.map({q: v["a"] for q, v in truth["items"].items()}).to_numpy(dtype=np.float64)
-    b = item.map({q: v["b"] for q, v in truth["items"].items()}).to_numpy(dtype=np.float64)
-    p = 1.0 / (1.0 + np.exp(-a * (theta - b)))
+    p = true_probability(truth, out["model_label"].to_numpy(str), item.to_numpy(str))
     candidates = np.flatnonzero((p < max_p) & (out["correct"].to_numpy() == 0))
     n = min(len(candidates), int(round(share * len(out))))
     chosen = rng.choice(candidates, size=n, replace=False)
@@ -157,11 +174,7 @@ def contamination_study(
     table = cells.set_index(["model", "item"]).reindex(key)
     ours = table["residual"].to_numpy(dtype=np.float64)
     flagged = table["q_value"].to_numpy(dtype=np.float64) < 0.05
-    theta = np.array([truth["theta"][m] for m in ds.models])
-    a = np.array([truth["items"][q]["a"] for q in ds.items])
-    b = np.array([truth["items"][q]["b"] for q in ds.items])
-    m, q = ds.static_model, ds.static_item
-    p_true = 1.0 / (1.0 + np.exp(-a[q] * (theta[m] - b[q])))
+    p_true = true_probability(truth, ds.models[ds.static_model], ds.items[ds.static_item])
     return {
         "seed": seed,
         "auroc": auroc(ours, positive),

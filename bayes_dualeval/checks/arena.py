@@ -1,0 +1,152 @@
+r"""One pass over the arena pairs: cell checks, prompt fit and per-model replicates.
+
+An arena cell (pairs likelihood) counts the model's soft wins on the prompt,
+:math:`W_{iq} = \sum t` over its decisive pairs (oriented to its side), against
+:math:`\sum s` with :math:`s` the pair's win probability
+(:func:`~bayes_dualeval.model.likelihood.pair_win_probability`; Bradley-Terry:
+:math:`\sigma(\theta_i - \theta_j)`). Replicated wins are treated as soft outcomes with
+per-draw mean :math:`\sum s` and variance :math:`\phi \sum s(1 - s)`: :math:`\phi = 1` is
+the binomial (hard win/loss) variance, and by default :math:`\phi` is estimated from the
+arena cells (a Pearson dispersion), because soft targets scatter less than coin flips.
+Tail probabilities are normal tail probabilities averaged over draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from bayes_dualeval.checks.budget import PAIR_CHUNK_DRAWS, chunks, replicate_index
+from bayes_dualeval.checks.cells import EPS, Cells, group_matrix
+from bayes_dualeval.checks.draws import Decisive, FittedRun
+from bayes_dualeval.errors import InputError
+
+#: Smallest arena dispersion used (guards a degenerate estimate).
+MIN_DISPERSION = 1e-3
+
+
+@dataclass(frozen=True, eq=False)
+class ArenaPass:
+    """What one pass over the arena data gives (see :func:`arena_pass`)."""
+
+    cells: Cells
+    phi: float  # dispersion (NaN under the reward likelihood)
+    item_ppp: np.ndarray  # (Q,), NaN for non-arena items and prompts without cells
+    rho: float  # overdispersion of prompt discrepancies
+    model_observed: np.ndarray  # (M,)
+    model_reps: np.ndarray  # (n_rep, M)
+    model_count: np.ndarray  # (M,)
+    pair_mean: np.ndarray | None  # (P,): posterior mean win probability of the first side
+    n_draws: int
+
+
+def dispersion_of(dec: Decisive, mean, var, binom, dispersion: float | None) -> float:
+    """The arena dispersion: given, or the Pearson (method-of-moments) estimate."""
+    if dispersion is not None:
+        if not dispersion > 0:
+            raise InputError(f"dispersion must be positive, got {dispersion}")
+        return float(dispersion)
+    used = dec.n_cell > 0
+    denom = binom[used].sum()
+    if denom <= 0:
+        return 1.0
+    dev = (dec.observed - mean) ** 2 - var
+    return float(max(dev[used].sum() / denom, MIN_DISPERSION))
+
+
+def overdispersion(mean: np.ndarray, dof: np.ndarray, ok: np.ndarray) -> float:
+    """``rho = sum (Dbar_q - k_q)^2 / sum 2 k_q`` over prompts ``ok``, floored at 1."""
+    denom = 2.0 * dof[ok].sum()
+    return max(1.0, float(((mean[ok] - dof[ok]) ** 2).sum() / denom)) if denom > 0 else 1.0
+
+
+def arena_pass(fit: FittedRun, draws: np.ndarray, rng, dispersion: float | None) -> ArenaPass:
+    """Arena cells, prompt fit and per-model replicates from one pass over the pairs.
+
+    Pairs likelihood (and Bradley-Terry): for every draw, the expected soft wins
+    ``E_d`` of each arena cell and their binomial variance ``V_d`` are computed once (the
+    only step that touches every pair) and kept as (cells x draws) arrays; the dispersion,
+    the cells' tail probabilities, the prompt discrepancies and the replicated win shares
+    per model all follow from them.
+    """
+    ds = fit.dataset
+    dec = fit.decisive
+    n_cells, n_items, n_draw = len(ds.arena_z), ds.n_items, len(draws)
+    expected = np.zeros((n_cells, n_draw), dtype=np.float32)
+    variance = np.zeros((n_cells, n_draw), dtype=np.float32)
+    pair_total = np.zeros(dec.n_pairs)
+    done = 0
+    if dec.n_pairs:
+        # several draws at once: the sparse sums are faster per draw on wider blocks
+        for d in chunks(draws, max(dec.n_pairs, n_cells), least=PAIR_CHUNK_DRAWS):
+            s = fit.pair_prob(d)
+            pair_total += s.sum(axis=1)
+            e = dec.diff @ s
+            e += dec.n_second[:, None]
+            s -= np.square(s)  # s (1 - s)
+            expected[:, done : done + len(d)] = e
+            variance[:, done : done + len(d)] = dec.both @ s
+            done += len(d)
+    mean = expected.mean(axis=1, dtype=np.float64)
+    var = np.clip(expected.var(axis=1, dtype=np.float64), 0.0, None)
+    binom = variance.mean(axis=1, dtype=np.float64)
+    phi = dispersion_of(dec, mean, var, binom, dispersion)
+
+    w = dec.observed
+    used = dec.n_cell > 0
+    to_item = group_matrix(ds.arena_item, n_items, weights=used)
+    dof = to_item @ np.ones(n_cells)
+    upper = np.zeros(n_cells)
+    discrepancy = np.zeros((n_items, n_draw))
+    for cols in chunks(np.arange(n_draw), n_cells):
+        e = expected[:, cols].astype(np.float64)
+        sd = np.sqrt(phi * np.clip(variance[:, cols], EPS, None))
+        upper += special.ndtr((e - w[:, None]) / sd).sum(axis=1)
+        discrepancy[:, cols] = to_item @ (((w[:, None] - e) / sd) ** 2)
+    upper /= max(n_draw, 1)
+    sd = np.sqrt(phi * binom + var)
+    resid = np.where(used, (w - mean) / np.where(used, np.maximum(sd, EPS), 1), 0)
+    cells = Cells(
+        model=ds.arena_model,
+        item=ds.arena_item,
+        observed=w,
+        expected=mean,
+        residual=resid,
+        ppp=np.where(used, np.minimum(upper, 1.0 - upper), 1.0),
+        used=used,
+    )
+    item_ppp, rho = prompt_ppp(fit, discrepancy, dof)
+
+    to_model = group_matrix(ds.arena_model, ds.n_models)
+    count = to_model @ dec.n_cell.astype(np.float64)
+    observed = to_model @ w
+    rep = replicate_index(np.arange(n_draw))
+    m_mean = (to_model @ expected.astype(np.float64))[:, rep].T
+    m_var = (to_model @ variance.astype(np.float64))[:, rep].T
+    reps = m_mean + np.sqrt(phi * m_var) * rng.standard_normal(m_mean.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return ArenaPass(
+            cells=cells,
+            phi=phi,
+            item_ppp=item_ppp,
+            rho=rho,
+            model_observed=observed / count,
+            model_reps=reps / count,
+            model_count=count,
+            pair_mean=pair_total / max(n_draw, 1),
+            n_draws=n_draw,
+        )
+
+
+def prompt_ppp(fit: FittedRun, discrepancy: np.ndarray, dof: np.ndarray) -> tuple:
+    """Prompt fit ``mean_draws P(rho chi2_{k / rho} >= D)`` from (Q x draws) discrepancies."""
+    arena = np.zeros(fit.dataset.n_items, dtype=bool)
+    arena[fit.dataset.arena_items] = True
+    ok = arena & (dof > 0)
+    rho = overdispersion(discrepancy.mean(axis=1), dof, ok)
+    k = np.maximum(dof, 1.0) / rho
+    out = np.full(fit.dataset.n_items, np.nan)
+    out[ok] = special.chdtrc(k[ok, None], discrepancy[ok] / rho).mean(axis=1)
+    return out, rho

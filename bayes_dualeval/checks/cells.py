@@ -1,0 +1,137 @@
+"""Per-cell check results, the anomalies table built from them, and misfit counts.
+
+A pass over one kind of data (:mod:`~bayes_dualeval.checks.static`,
+:mod:`~bayes_dualeval.checks.arena`, :mod:`~bayes_dualeval.checks.reward`) gives a
+:class:`Cells` aligned with the dataset's cells; :func:`cell_table` ranks the cells of all
+kinds, most surprising first, with Benjamini-Hochberg q-values over the whole table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from bayes_dualeval.checks.fdr import bh_qvalues
+
+#: Cells with a q-value below this count as flagged in the misfit tables and summary.
+FLAG_Q = 0.05
+#: Floor of variances and standard deviations in residuals.
+EPS = 1e-12
+#: Columns of the cell table (:func:`bayes_dualeval.checks.anomalies`).
+CELL_COLUMNS = ["model", "item", "kind", "observed", "expected", "residual", "ppp", "p_value"]
+
+
+@dataclass(frozen=True, eq=False)
+class Cells:
+    """Per-cell checks of one kind (arrays aligned with the dataset's cells)."""
+
+    model: np.ndarray
+    item: np.ndarray
+    observed: np.ndarray
+    expected: np.ndarray
+    residual: np.ndarray
+    ppp: np.ndarray  # the smaller posterior predictive tail probability
+    used: np.ndarray  # cells that enter the table (bool)
+
+
+def segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stable order sorting ``keys``, start of each run of equal keys, and the run keys.
+
+    ``np.add.reduceat(values[:, order], starts, axis=1)`` then sums values by key.
+    """
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(keys) else []
+    starts = np.asarray(starts, dtype=np.intp)
+    return order, starts, ordered[starts]
+
+
+def group_matrix(groups: np.ndarray, n_groups: int, weights=None) -> sparse.csr_array:
+    """Sparse (n_groups, len(groups)) matrix with ``weights`` (default 1) at ``(groups[k], k)``.
+
+    ``matrix @ values`` sums the rows of a (len(groups), k) array by group.
+    """
+    n = len(groups)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    return sparse.csr_array((w, (groups, np.arange(n))), shape=(n_groups, n))
+
+
+def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.DataFrame, tuple]:
+    """The cell table, most surprising first, and its rows' (model, item) codes.
+
+    Parameters
+    ----------
+    models, items : numpy.ndarray of str
+        The dataset's labels.
+    parts : dict of str to Cells
+        The cells of each kind (``static``, ``arena``) that has them.
+    """
+    if not parts:
+        table = pd.DataFrame(columns=CELL_COLUMNS)
+        table["q_value"] = bh_qvalues(np.zeros(0))
+        empty = np.zeros(0, dtype=np.int64)
+        return table, (empty, empty)
+    used = [c.used for c in parts.values()]
+
+    def cat(name):
+        return np.concatenate(
+            [getattr(c, name)[k] for c, k in zip(parts.values(), used, strict=True)]
+        )
+
+    ppp = cat("ppp")
+    p_value = np.minimum(1.0, 2.0 * ppp)
+    residual = cat("residual")
+    order = np.lexsort((-np.abs(residual), p_value))
+    model, item = cat("model")[order], cat("item")[order]
+    kinds = np.array(list(parts), dtype=object)
+    kind = np.repeat(kinds, [int(k.sum()) for k in used])[order]
+    table = pd.DataFrame(
+        {
+            "model": models[model],
+            "item": items[item],
+            "kind": kind,
+            "observed": cat("observed")[order],
+            "expected": cat("expected")[order],
+            "residual": residual[order],
+            "ppp": ppp[order],
+            "p_value": p_value[order],
+        }
+    )
+    table["q_value"] = bh_qvalues(p_value[order])
+    return table, (model, item)
+
+
+def misfit_table(cells: pd.DataFrame, codes: np.ndarray, labels: dict) -> pd.DataFrame:
+    """Per group of cells (``codes`` of the table's rows): counts of flagged cells, worst first.
+
+    ``labels`` maps the group columns to label arrays indexed by code. Groups are listed
+    in order of their first row in the table, then sorted by the number of flagged cells
+    (descending) and the smallest ppp (stable).
+    """
+    n_groups = max(len(v) for v in labels.values())
+    flagged = (cells["q_value"].to_numpy(dtype=np.float64) < FLAG_Q).astype(np.float64)
+    abs_res = np.abs(cells["residual"].to_numpy(dtype=np.float64))
+    ppp = cells["ppp"].to_numpy(dtype=np.float64)
+    n_cells = np.bincount(codes, minlength=n_groups)
+    first = np.full(n_groups, len(codes))
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    min_ppp = np.full(n_groups, np.inf)
+    np.minimum.at(min_ppp, codes, ppp)
+    present = np.flatnonzero(n_cells > 0)
+    present = present[np.argsort(first[present], kind="stable")]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = pd.DataFrame(
+            {
+                **{name: values[present] for name, values in labels.items()},
+                "n_cells": n_cells[present],
+                "n_flagged": np.bincount(codes, flagged, n_groups)[present].astype(int),
+                "mean_abs_residual": (np.bincount(codes, abs_res, n_groups) / n_cells)[present],
+                "min_ppp": min_ppp[present],
+            }
+        )
+    table.insert(len(labels) + 2, "share_flagged", table["n_flagged"] / table["n_cells"])
+    order = np.lexsort((table["min_ppp"].to_numpy(), -table["n_flagged"].to_numpy()))
+    return table.iloc[order].reset_index(drop=True)

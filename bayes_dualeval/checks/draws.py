@@ -1,0 +1,284 @@
+"""The run the checks read: posterior draws, the data, and the recorded specification.
+
+:func:`resolve` reads the draws of a run's :class:`arviz.InferenceData` (chains pooled,
+float32), takes the specification that produced it from the posterior's attributes
+(:meth:`~bayes_dualeval.model.spec.DualEvalModel.from_idata`: the IRT link, which kinds of
+data were fitted and the arena likelihood), restricts the dataset to the kinds fitted, and
+checks that data and draws belong together. The predictive formula comes from
+:mod:`bayes_dualeval.model.links` and
+:func:`~bayes_dualeval.model.likelihood.pair_win_probability`; this module only gathers
+the draws of the cells it is asked about, one draw at a time (a 1-D ``take`` is several
+times faster than fancy indexing of a 2-D array).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.distill import Pairs, distill
+from bayes_dualeval.errors import ConfigError, InputError
+from bayes_dualeval.model import links
+from bayes_dualeval.model.inputs import select_kinds
+from bayes_dualeval.model.likelihood import pair_win_probability
+from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.summaries import draws_of
+
+#: Per-item posterior variables, in table order.
+ITEM_SITES = ("b", "a", "c", "d")
+
+
+@dataclass(frozen=True, eq=False)
+class Decisive:
+    """Decisive arena pairs and the sparse maps from pairs to arena cells."""
+
+    row_i: np.ndarray
+    row_j: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    item: np.ndarray
+    t: np.ndarray
+    diff: sparse.csr_array  # (R, P): +1 at the pair's first cell, -1 at its second
+    both: sparse.csr_array  # (R, P): +1 at both cells
+    n_second: np.ndarray  # pairs in which the cell is the second side
+    n_cell: np.ndarray  # decisive pairs per arena cell
+    observed: np.ndarray  # soft wins per arena cell
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of decisive pairs."""
+        return len(self.t)
+
+    @classmethod
+    def of(cls, pairs: Pairs, n_rows: int) -> Decisive:
+        """The decisive (not both-bad) pairs of ``pairs`` over ``n_rows`` arena cells."""
+        if pairs.n_pairs and max(pairs.row_i.max(), pairs.row_j.max()) >= n_rows:
+            raise InputError("the arena pairs do not belong to this dataset")
+        keep = ~pairs.both_bad
+        ri, rj = pairs.row_i[keep].astype(np.int64), pairs.row_j[keep].astype(np.int64)
+        t = pairs.target[keep].astype(np.float64)
+        cols = np.arange(len(t))
+        rows, cols = np.concatenate([ri, rj]), np.concatenate([cols, cols])
+        ones = np.ones(len(t), dtype=np.float32)
+        diff = sparse.csr_array(
+            (np.concatenate([ones, -ones]), (rows, cols)), shape=(n_rows, len(t))
+        )
+        both = sparse.csr_array((np.concatenate([ones, ones]), (rows, cols)), shape=diff.shape)
+        n_second = np.bincount(rj, minlength=n_rows)
+        return cls(
+            row_i=ri,
+            row_j=rj,
+            i=pairs.i[keep].astype(np.int64),
+            j=pairs.j[keep].astype(np.int64),
+            item=pairs.item[keep].astype(np.int64),
+            t=t,
+            diff=diff,
+            both=both,
+            n_second=n_second.astype(np.float32),
+            n_cell=np.bincount(ri, minlength=n_rows) + n_second,
+            observed=np.bincount(ri, weights=t, minlength=n_rows)
+            + np.bincount(rj, weights=1.0 - t, minlength=n_rows),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class FittedRun:
+    """Posterior draws (chains pooled, float32), the data and the model that produced them.
+
+    Attributes
+    ----------
+    dataset : Dataset
+        Restricted to the kinds of data the run fitted.
+    model : DualEvalModel
+        The recorded specification.
+    theta : numpy.ndarray, shape (D, M)
+    items : dict of str to numpy.ndarray or None
+        ``b``, ``a``, ``c``, ``d`` of shape (D, Q), None where the specification has none
+        (``a`` under 1pl, everything under Bradley-Terry).
+    gamma, sigma : numpy.ndarray of shape (D,), or None
+    use_static : bool
+        Whether the static cells were fitted.
+    arena : {"pairs", "bt", "reward"} or None
+        The arena likelihood fitted (None without arena data).
+    decisive : Decisive or None
+        The decisive pairs (pairs likelihood and Bradley-Terry).
+    """
+
+    dataset: Dataset
+    model: DualEvalModel
+    theta: np.ndarray
+    items: dict
+    gamma: np.ndarray | None
+    sigma: np.ndarray | None
+    use_static: bool
+    arena: str | None
+    decisive: Decisive | None
+
+    @property
+    def n_draws(self) -> int:
+        """Number of posterior draws (chains pooled)."""
+        return self.theta.shape[0]
+
+    @property
+    def link(self) -> links.Link:
+        """The run's item response function."""
+        return self.model.link
+
+    def _item(self, name: str, k: int, item: np.ndarray, runs: tuple | None):
+        """Item parameter ``name`` of draw ``k`` at the cells' items (None if absent)."""
+        values = self.items[name]
+        if values is None:
+            return None
+        if runs is None:
+            return values[k].take(item)
+        return values[k, runs[0]].repeat(runs[1])
+
+    def eta(
+        self, d: np.ndarray, model: np.ndarray, item: np.ndarray, runs: tuple | None = None
+    ) -> np.ndarray:
+        """Linear predictor :func:`links.eta` of cells, shape (len(d), len(model)) float32.
+
+        ``runs``, ``(items, lengths)`` when the cells come in runs of one item each (as
+        ``item == np.repeat(items, lengths)``), lets the item parameters be repeated
+        instead of gathered.
+        """
+        out = np.empty((len(d), len(model)), dtype=np.float32)
+        for row, k in zip(out, d, strict=True):
+            b, a = (self._item(name, k, item, runs) for name in ("b", "a"))
+            row[:] = links.eta(self.theta[k].take(model), b, a)
+        return out
+
+    def label_logodds(
+        self, d: np.ndarray, model: np.ndarray, item: np.ndarray, sign: np.ndarray, runs=None
+    ) -> np.ndarray:
+        """Log-odds ``log P(y) - log P(1 - y)`` of the observed labels ``y`` of static cells.
+
+        ``sign`` is +1 for a success and -1 for a failure (float32). Shape (len(d),
+        len(model)) float32. Without asymptotes this is ``sign * eta``; under 3PL/4PL it
+        comes from :func:`links.log_probabilities` with the items' ``c`` and ``d``.
+        """
+        z = self.eta(d, model, item, runs)
+        if self.link.asymptotes:
+            with np.errstate(divide="ignore"):
+                for row, k in zip(z, d, strict=True):
+                    c, top = (self._item(name, k, item, runs) for name in ("c", "d"))
+                    log_p, log_q = links.log_probabilities(row, c, top)
+                    np.subtract(log_p, log_q, out=row)
+        z *= sign
+        return z
+
+    def pair_prob(self, d: np.ndarray) -> np.ndarray:
+        """Win probability of the first side of every decisive pair, (P, len(d)) float32.
+
+        Bradley-Terry: ``sigmoid(theta_i - theta_j)``; pairs likelihood:
+        :func:`pair_win_probability` of the arena cells' success probabilities.
+        """
+        dec = self.decisive
+        if self.arena == "bt":
+            t = np.ascontiguousarray(self.theta[d].T)
+            return pair_win_probability(t[dec.i], t[dec.j], np.float32(1.0))
+        ds = self.dataset
+        p = links.probability(self.eta(d, ds.arena_model, ds.arena_item))
+        p = np.ascontiguousarray(p.T)
+        return pair_win_probability(p[dec.row_i], p[dec.row_j], self.gamma[d][None, :])
+
+
+def _var(idata, name: str) -> np.ndarray | None:
+    if name not in idata.posterior:
+        return None
+    return np.asarray(draws_of(idata, name), dtype=np.float32)
+
+
+def _fitted_dataset(dataset: Dataset, model: DualEvalModel) -> tuple[Dataset, bool, bool]:
+    """The dataset restricted to the kinds the run's specification fitted."""
+    try:
+        use_static, use_arena = select_kinds(dataset, model.config)
+    except ConfigError as exc:
+        raise InputError(f"{exc}: pass the dataset the run was fitted to") from exc
+    if use_static and not use_arena and len(dataset.arena_z):
+        dataset = dataset.only("static")
+    elif use_arena and not use_static and len(dataset.static_y):
+        dataset = dataset.only("arena")
+    return dataset, use_static, use_arena
+
+
+def _check_labels(idata, dataset: Dataset) -> None:
+    """The posterior's models, items and observed data must be the dataset's."""
+    post = idata.posterior
+    wrong = "the posterior's {} do not match the dataset's: pass the dataset the run was "
+    wrong += "fitted to (FitResult.dataset)"
+    if not np.array_equal(np.asarray(post["model"].values).astype(str), dataset.models):
+        raise InputError(wrong.format("models"))
+    if "item" in post.coords and not np.array_equal(
+        np.asarray(post["item"].values).astype(str), dataset.items
+    ):
+        raise InputError(wrong.format("items"))
+    if "observed_data" in idata.groups():
+        observed = idata.observed_data
+        for name, values in (("static_y", dataset.static_y), ("arena_z", dataset.arena_z)):
+            if name in observed and observed[name].size != len(values):
+                raise InputError(f"the run's observed {name} does not match the dataset")
+
+
+def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -> FittedRun:
+    """Read the draws and the specification, restrict the dataset and check they match.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        The run's posterior; ``posterior.attrs["model_config"]`` names its specification.
+    dataset : Dataset
+        The data the run was fitted to (it may hold kinds the run did not fit).
+    pairs : Pairs, optional
+        The run's distilled pairs; distilled with ``bb_ratio`` and ``tie_ratio`` (None:
+        the specification's) when not given.
+
+    Raises
+    ------
+    InputError
+        When the posterior does not record its specification, lacks a variable its
+        specification has, or does not belong to ``dataset``.
+    """
+    model = DualEvalModel.from_idata(idata)
+    config = model.config
+    dataset, use_static, use_arena = _fitted_dataset(dataset, model)
+    _check_labels(idata, dataset)
+    items = {}
+    for name in ITEM_SITES:
+        items[name] = _var(idata, name) if name in model.item_sites else None
+        if name in model.item_sites and items[name] is None:
+            raise InputError(
+                f"the posterior has no {name!r}, which its specification ({config.name}: "
+                f"mode {config.mode}, irt {config.irt}) samples"
+            )
+    if not use_arena:
+        arena = None
+    elif config.mode == "bt":
+        arena = "bt"
+    elif config.arena_likelihood == "reward":
+        arena = "reward"
+    else:
+        arena = "pairs"
+    decisive = None
+    if arena in ("pairs", "bt"):
+        if pairs is None:
+            pairs = distill(
+                dataset,
+                bb_ratio=config.bb_ratio if bb_ratio is None else bb_ratio,
+                tie_ratio=config.tie_ratio if tie_ratio is None else tie_ratio,
+            )
+        decisive = Decisive.of(pairs, len(dataset.arena_z))
+    return FittedRun(
+        dataset=dataset,
+        model=model,
+        theta=_var(idata, "theta"),
+        items=items,
+        gamma=_var(idata, "gamma"),
+        sigma=_var(idata, "sigma"),
+        use_static=use_static,
+        arena=arena,
+        decisive=decisive,
+    )
