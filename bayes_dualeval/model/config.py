@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
 from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.fields import check_fields
 
 MODES = ("both", "static", "arena", "bt")
 IRTS = ("2pl", "1pl", "3pl", "4pl")
@@ -170,16 +171,6 @@ class ModelConfig:
     description: str = ""
 
     def __post_init__(self):
-        for name, allowed in (
-            ("mode", MODES),
-            ("irt", IRTS),
-            ("item_prior", ITEM_PRIORS),
-            ("arena_likelihood", ARENA_LIKELIHOODS),
-            ("arena_level", ARENA_LEVELS),
-        ):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
         for f in dataclasses.fields(self):
             if f.type == "float":
                 value = getattr(self, f.name)
@@ -187,19 +178,7 @@ class ModelConfig:
                     raise ConfigError(f"{f.name} must be a number, got {value!r}")
                 if not math.isfinite(value):
                     raise ConfigError(f"{f.name} must be finite, got {value!r}")
-                if f.name.endswith("_scale") and value <= 0:
-                    raise ConfigError(f"{f.name} must be positive, got {value}")
-                if f.name.startswith("lambda_") and value < 0:
-                    raise ConfigError(f"{f.name} must be non-negative, got {value}")
-        for name in ("guess_mean", "ceiling_mean"):
-            if not 0.0 < getattr(self, name) < 1.0:
-                raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
-        for name in ("guess_strength", "ceiling_strength"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("bb_ratio", "tie_ratio"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        check_fields(self)
 
     def replace(self, **changes) -> ModelConfig:
         """A copy with some fields changed (``None`` values are ignored)."""
