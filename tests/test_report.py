@@ -5,6 +5,8 @@ Real MAP fits cover the fit -> write -> report path; multi-chain posteriors are 
 convergence checks), so NUTS-only panels are tested without sampling.
 """
 
+import builtins
+import dataclasses
 import re
 import shutil
 import struct
@@ -13,24 +15,28 @@ import sys
 import warnings
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from scipy import special
 
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.errors import ReportWarning
-from bayes_dualeval.inference.sampling import Draws, SamplerSettings
+from bayes_dualeval.errors import InputError, ReportWarning
+from bayes_dualeval.inference.sampling import Draws
+from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
-from bayes_dualeval.posterior.diagnostics import convergence
+from bayes_dualeval.posterior.diagnostics import convergence, per_parameter
 from bayes_dualeval.posterior.idata import to_inference_data
 from bayes_dualeval.report import document as report
-from bayes_dualeval.report import plots
-from bayes_dualeval.runs import output
-from bayes_dualeval.runs.fit import FitResult, fit, load_run
+from bayes_dualeval.report import panels, plots
+from bayes_dualeval.report.context import ReportContext
+from bayes_dualeval.runs import load, output
+from bayes_dualeval.runs.fit import FitResult, fit, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "scripts" / "check_report.py"
@@ -80,23 +86,27 @@ def synthetic_run(
     inputs, pairs = build_inputs(ds, config)
     rng = np.random.default_rng(seed)
     m, q = ds.n_models, ds.n_items
-    theta = rng.normal(size=m) + 0.2 * rng.normal(size=(chains, draws, m))
+    size = (chains, draws)
+    theta = rng.normal(size=m) + 0.2 * rng.normal(size=(*size, m))
     theta[1:] += shift  # chains that disagree: R-hat fails
     samples = {"theta": theta}
     if mode != "bt":
-        samples["b"] = rng.normal(size=q) + 0.2 * rng.normal(size=(chains, draws, q))
-        if irt == "2pl":
-            samples["a"] = np.exp(
-                0.3 * rng.normal(size=q) + 0.1 * rng.normal(size=(chains, draws, q))
-            )
+        samples["b"] = rng.normal(size=q) + 0.2 * rng.normal(size=(*size, q))
+        if irt != "1pl":
+            samples["a"] = np.exp(0.3 * rng.normal(size=q) + 0.1 * rng.normal(size=(*size, q)))
+        static = ds.item_kind == "static"  # floors and ceilings of static items only
+        if irt in ("3pl", "4pl"):
+            samples["c"] = np.where(static, rng.uniform(0.15, 0.3, size=(*size, q)), 0.0)
+        if irt == "4pl":
+            samples["d"] = np.where(static, rng.uniform(0.85, 0.95, size=(*size, q)), 1.0)
         if len(ds.arena_items):
-            samples["gamma"] = 4.0 + 0.1 * rng.normal(size=(chains, draws))
+            samples["gamma"] = 4.0 + 0.1 * rng.normal(size=size)
     samples = {k: np.asarray(v, np.float32) for k, v in samples.items()}
     stats = {
-        "diverging": np.zeros((chains, draws), bool),
-        "tree_depth": np.full((chains, draws), 3),
-        "acceptance_rate": np.full((chains, draws), 0.9),
-        "step_size": np.full((chains, draws), 0.1),
+        "diverging": np.zeros(size, bool),
+        "tree_depth": np.full(size, 3),
+        "acceptance_rate": np.full(size, 0.9),
+        "step_size": np.full(size, 0.1),
     }
     idata = to_inference_data(
         Draws(samples, stats if sampler == "nuts" else {}), ds, inputs, config
@@ -113,16 +123,17 @@ def synthetic_run(
         "created": "2026-01-01T00:00:00+00:00",
         "ci": 0.9,
     }
-    return FitResult(ds, pairs, config, settings, idata, diagnostics)
+    parameters = per_parameter(idata) if sampler == "nuts" else None
+    return FitResult(ds, pairs, config, settings, idata, diagnostics, parameters)
 
 
-def write_synthetic(tmp_path, result, name="run", **kw):
+def write_synthetic(tmp_path, result, name="run", ci=0.9):
+    """The report of ``result`` (its checks and tables computed at ``ci``) in a new folder."""
     folder = tmp_path / name
     folder.mkdir()
-    paths = report.write_report(
-        folder, result.idata, result.diagnostics, result.dataset, pairs=result.pairs, **kw
-    )
-    return folder, paths
+    if result.ci != ci:
+        output.tabulate(result, ci=ci)
+    return folder, report.write_report(result, folder)
 
 
 def html_of(folder) -> str:
@@ -221,7 +232,7 @@ def test_nuts_like_report_has_interval_panels_and_diagnostics(nuts_like):
     diag = section_text(text, "diagnostics")
     assert "max R-hat" in diag and "divergences per chain" in diag
     anomalies = section_text(text, "anomalies")
-    assert anomalies.count("<tr") == report.TOP_ANOMALIES + 1  # header + rows
+    assert anomalies.count("<tr") == panels.checks.TOP_ANOMALIES + 1  # header + rows
     assert_self_contained(text)
 
 
@@ -241,23 +252,24 @@ def test_convergence_failure_shows_red_banner_with_problems(tmp_path):
 
 def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path):
     result = nuts_like[0]
-    diagnostics = dict(result.diagnostics)
-    diagnostics["convergence"] = {
-        **diagnostics["convergence"],
+    conv = {
+        **result.diagnostics["convergence"],
         "converged": False,
         "problems": ["3 divergent transition(s) <b>", "only one chain"],
     }
+    faked = dataclasses.replace(result, diagnostics={**result.diagnostics, "convergence": conv})
     folder = tmp_path / "run"
     folder.mkdir()
-    report.write_report(folder, result.idata, diagnostics, result.dataset)
+    report.write_report(faked, folder)
     text = html_of(folder)
     assert "<li>3 divergent transition(s) &lt;b&gt;</li>" in text
     assert "<li>only one chain</li>" in text
     md = (folder / report.MD_FILE).read_text(encoding="utf-8")
     assert "Convergence failed" in md
     # and a converged run has no banner
-    diagnostics["convergence"] = {**diagnostics["convergence"], "converged": True, "problems": []}
-    report.write_report(folder, result.idata, diagnostics, result.dataset)
+    conv = {**conv, "converged": True, "problems": []}
+    fixed = dataclasses.replace(result, diagnostics={**result.diagnostics, "convergence": conv})
+    report.write_report(fixed, folder)
     assert RED not in html_of(folder)
 
 
@@ -306,6 +318,8 @@ def test_labels_are_escaped_everywhere(tmp_path):
         ("arena", "2pl", (), None),
         ("bt", "2pl", ("wright_map", "icc", "difficulty_discrimination"), "Bradley-Terry"),
         ("both", "1pl", ("icc", "difficulty_discrimination"), "Rasch"),
+        ("both", "3pl", (), None),
+        ("static", "4pl", (), None),
     ],
 )
 def test_modes_report_without_failing_panels(tmp_path, mode, irt, absent, note):
@@ -376,44 +390,172 @@ def test_plot_labels_are_shortened():
     assert "no intervals" in fig.axes[0].get_title(loc="left")
 
 
-# --------------------------------------------------------------------------- the dataset
+def test_scatter_subset_draws_flagged_points_first():
+    assert np.array_equal(plots.subset(50, limit=100), np.arange(50))
+    first = np.zeros(10_000, bool)
+    first[::1000] = True
+    rows = plots.subset(10_000, first, limit=100)
+    assert len(rows) == 100 and np.all(np.diff(rows) > 0)
+    assert set(np.flatnonzero(first)) <= set(rows)
+    assert np.array_equal(rows, plots.subset(10_000, first, limit=100))  # seeded
+
+
+# --------------------------------------------------------------------------- one result
+
+
+def test_fit_writes_the_run_without_reading_it_back(map_run, tmp_path, monkeypatch):
+    """The tables and report of a fit come from the in-memory result, not the run folder."""
+    result = dataclasses.replace(map_run[0], ci=None, ppc=None, tables={})
+    reads = []
+    real_open, real_h5 = builtins.open, h5py.File
+
+    def spy_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, str | Path) and not set(mode) & set("wax"):
+            reads.append(Path(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    def spy_h5(name, mode="r", *args, **kwargs):
+        if mode == "r":
+            reads.append(Path(name))
+        return real_h5(name, mode, *args, **kwargs)
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the fit's write path loaded the run")
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(h5py, "File", spy_h5)
+    monkeypatch.setattr(load, "load_run", no_loading)
+    monkeypatch.setattr(pd, "read_csv", no_loading)
+    out = output.write(result, tmp_path / "run", ci=0.9)
+    assert (out / report.HTML_FILE).is_file() and (out / "items.csv").is_file()
+    assert [p for p in reads if tmp_path in p.parents] == []
+    # the report's tables are the result's tables, computed once
+    assert set(result.tables) == {"leaderboard", "pairwise", "items", "anomalies"}
+    assert result.ci == 0.9 and result.diagnostics["ppc"] == result.ppc.summary
+
+
+def test_report_command_path_renders_the_same_report_as_the_fit(map_run, tmp_path):
+    """A run read back (load_result) renders byte for byte the report and tables of its fit."""
+    result, out = map_run
+    copy = tmp_path / "copy" / out.name  # same folder name: the header shows it
+    copy.mkdir(parents=True)
+    back = load.load_result(out)
+    paths = output.rewrite(back, copy)  # at the run's recorded level
+    assert back.ci == result.ci == 0.9
+    assert [p.name for p in paths[:6]] == [
+        "leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv",
+        report.HTML_FILE, report.MD_FILE,
+    ]  # fmt: skip
+    for name in ("leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv", report.MD_FILE):
+        assert (copy / name).read_text() == (out / name).read_text(), name
+    assert html_of(copy) == html_of(out)
+    for png in (out / report.FIGURES_DIR).iterdir():
+        assert (copy / report.FIGURES_DIR / png.name).read_bytes() == png.read_bytes(), png.name
 
 
 @pytest.mark.parametrize("norm", ["source", "global"])
-def test_dataset_from_idata_rebuilds_the_fitted_data(norm):
+def test_load_result_reads_the_fitted_data_back(tmp_path, norm):
     ds = make_dataset(seed=9, reward_norm=norm, arena_sources=2)
     assert len(ds.groups) == 3
-    idata = synthetic_run(ds, draws=4).idata
-    for given in (norm, None):
-        back = report.dataset_from_idata(idata, reward_norm=given)
-        assert back.reward_norm == norm
-        for field in (
-            "models",
-            "items",
-            "item_kind",
-            "item_source",
-            "item_domain",
-            "groups",
-            "item_group",
-            "static_model",
-            "static_item",
-            "static_y",
-            "arena_model",
-            "arena_item",
-            "arena_reward",
-        ):
-            np.testing.assert_array_equal(getattr(back, field), getattr(ds, field), field)
-        np.testing.assert_allclose(back.arena_z, ds.arena_z, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(back.arena_z, idata.observed_data["arena_z"].values)
+    result = synthetic_run(ds, draws=4)
+    result.diagnostics["data"]["skipped"] = {"duplicate (model, item)": 2}
+    out = write_run(result, tmp_path / "run")
+    back = load.load_result(out)
+    stored = back.dataset
+    assert stored.reward_norm == norm and dict(stored.skipped) == {"duplicate (model, item)": 2}
+    for field in (
+        "models", "items", "item_kind", "item_source", "item_domain", "groups", "item_group",
+        "static_model", "static_item", "static_y", "arena_model", "arena_item",
+        "arena_reward", "arena_z",
+    ):  # fmt: skip
+        np.testing.assert_array_equal(getattr(stored, field), getattr(ds, field), field)
+        assert not getattr(stored, field).flags.writeable, field
+    assert back.config == result.config and back.settings == result.settings
+    for field in ("item", "i", "j", "row_i", "row_j", "target", "both_bad"):
+        np.testing.assert_array_equal(getattr(back.pairs, field), getattr(result.pairs, field))
+    pd.testing.assert_frame_equal(back.parameters, result.parameters)
 
 
-def test_dataset_from_idata_of_a_saved_run(map_run):
-    result, out = map_run
-    idata, diagnostics = load_run(out)
-    back = report.dataset_from_idata(idata, reward_norm=diagnostics["data"]["reward_norm"])
-    np.testing.assert_array_equal(back.items, result.dataset.items)
-    np.testing.assert_allclose(back.arena_z, result.dataset.arena_z, atol=1e-12)
-    assert back.summary_dict()["groups"] == result.dataset.summary_dict()["groups"]
+def test_load_result_uses_the_stored_rewards_and_recorded_spec(tmp_path):
+    """The normalised rewards are the ones the model saw, not normalised again."""
+    result = synthetic_run(make_dataset(seed=12), draws=4)
+    out = write_run(result, tmp_path / "run")
+    idata, diagnostics = load.load_run(out)
+    idata.observed_data["arena_z"] = idata.observed_data["arena_z"] + 0.5
+    stored = load.stored_dataset(idata, diagnostics)
+    np.testing.assert_allclose(stored.arena_z, result.dataset.arena_z + 0.5)
+    np.testing.assert_array_equal(stored.arena_reward, result.dataset.arena_reward)
+    del diagnostics["data"]["reward_norm"]
+    with pytest.raises(InputError, match="normalisation"):
+        load.stored_dataset(idata, diagnostics)
+    del idata.posterior.attrs["model_config"]
+    idata.to_netcdf(str(tmp_path / "bare.nc"))
+    shutil.copy(tmp_path / "bare.nc", out / "posterior.nc")
+    with pytest.raises(InputError, match="does not record which model"):
+        load.load_result(out)
+
+
+# --------------------------------------------------------------------------- panels
+
+
+def test_panel_registry_gives_sections_figures_and_order(nuts_like):
+    assert list(report.SECTIONS) == [p.anchor for p in panels.PANELS]
+    assert len(set(report.FIGURES)) == len(report.FIGURES)
+    _, folder, paths = nuts_like
+    text = html_of(folder)
+    positions = [text.index(f'<h2 id="{p.anchor}">{p.title}</h2>') for p in panels.PANELS]
+    assert positions == sorted(positions)
+    toc = text[text.index('<nav class="toc">') : text.index("</nav>")]
+    assert re.findall(r'href="#([^"]+)"', toc) == list(report.SECTIONS)
+    assert {p.stem for p in paths if p.suffix == ".png"} <= set(report.FIGURES)
+
+
+def test_a_panel_added_to_the_registry_is_drawn(nuts_like, tmp_path, monkeypatch):
+    result = nuts_like[0]
+
+    def draw(doc, ctx):
+        doc.para(f"{len(ctx.models)} models at {ctx.ci:g}")
+        doc.figure("extra", plots.forest(ctx.board), "an extra figure")
+
+    added = panels.Panel("extra", "Extra panel", draw, ("extra",))
+    monkeypatch.setattr(report, "PANELS", (*panels.PANELS, added))
+    folder, paths = write_synthetic(tmp_path, result)
+    text = html_of(folder)
+    assert '<a href="#extra">Extra panel</a>' in text
+    assert "6 models at 0.9" in section_text(text, "extra")
+    assert "extra.png" in {p.name for p in paths}
+    # a figure the registry does not declare fails the panel (and only it)
+    undeclared = panels.Panel("extra", "Extra panel", draw)
+    monkeypatch.setattr(report, "PANELS", (*panels.PANELS, undeclared))
+    with pytest.warns(ReportWarning, match="not declared"):
+        folder, paths = write_synthetic(tmp_path, result, "undeclared")
+    assert "could not be drawn" in section_text(html_of(folder), "extra")
+    assert "extra.png" not in {p.name for p in paths}
+
+
+@pytest.mark.parametrize("irt", ["2pl", "3pl", "4pl"])
+def test_item_curves_use_the_runs_link(irt):
+    result = synthetic_run(make_dataset(seed=13), draws=5, irt=irt)
+    output.tabulate(result, ci=0.9)
+    ctx = ReportContext(result, "run")
+    post = result.idata.posterior
+    grid = np.linspace(-2, 2, 7)
+    draws = ctx.thin(1000)
+    k = 3  # a static item
+    shift = post["theta"].values.reshape(-1, result.dataset.n_models).mean(axis=1)
+
+    def item(name, default):
+        if name not in post:
+            return np.full((len(draws), 1), default)
+        return post[name].values.reshape(-1, post.sizes["item"])[draws, k : k + 1]
+
+    b = item("b", 0.0) - shift[draws, None]
+    eta = item("a", 1.0) * (grid[None, :] - b)
+    c, d = item("c", 0.0), item("d", 1.0)
+    expected = c + (d - c) * special.expit(eta)
+    np.testing.assert_allclose(ctx.success_curve(k, grid, draws), expected, rtol=1e-5, atol=1e-6)
+    if irt != "2pl":
+        assert expected.min() > 0.1  # the floor is in the curve
 
 
 # --------------------------------------------------------------------------- failures
@@ -429,7 +571,7 @@ def test_a_failing_panel_becomes_a_note_and_a_warning(nuts_like, tmp_path, monke
     folder = tmp_path / "run"
     folder.mkdir()
     with pytest.warns(ReportWarning, match="wright"):
-        report.write_report(folder, result.idata, result.diagnostics, result.dataset)
+        report.write_report(result, folder)
     text = html_of(folder)
     assert "could not be drawn (RuntimeError: no ink)" in section_text(text, "wright")
     assert 'id="icc"' in text and "icc.png" in (folder / report.MD_FILE).read_text()
@@ -464,7 +606,7 @@ def test_report_command_regenerates_from_the_run_folder(map_run, tmp_path):
     assert (run_dir / report.HTML_FILE).is_file()
     assert (run_dir / "figures" / "forest.png").is_file()
     assert (run_dir / "leaderboard.csv").is_file()
-    _, diagnostics = load_run(run_dir)
+    _, diagnostics = load.load_run(run_dir)
     assert diagnostics["ci"] == 0.8
     assert_self_contained(html_of(run_dir))
 

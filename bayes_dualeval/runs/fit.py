@@ -14,18 +14,24 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bayes_dualeval import __version__
-
-from bayes_dualeval.runs import atomic
-from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.errors import InputError
-from bayes_dualeval.inference.sampling import SamplerSettings, sample
+from bayes_dualeval.inference.sampling import sample
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs, select_kinds
+from bayes_dualeval.runs import atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bayes_dualeval.checks import PPC
 
 POSTERIOR_FILE = "posterior.nc"
 DIAGNOSTICS_FILE = "diagnostics.json"
@@ -35,19 +41,34 @@ COMPRESS_MAX_BYTES = 4 * 2**20
 
 @dataclass
 class FitResult:
-    """Everything a fit produced.
+    """Everything a fit produced: the one in-memory result the run folder is written from.
+
+    :func:`fit` fills the first six attributes (and ``parameters`` for NUTS);
+    :func:`bayes_dualeval.runs.output.tabulate` adds the checks and tables at a level
+    ``ci``; the report and the CSV files are rendered from them. A saved run is read
+    back into the same object by :func:`bayes_dualeval.runs.load.load_result`.
 
     Attributes
     ----------
     dataset : Dataset
         The data as fitted (restricted to the kinds the mode uses).
     pairs : Pairs or None
-        The distilled arena pairs, when the model used pairs.
+        The distilled arena pairs, when the model used pairs (distilled once per run).
     config : ModelConfig
+        The specification.
     settings : SamplerSettings
     idata : arviz.InferenceData
     diagnostics : dict
         The content of ``diagnostics.json``.
+    parameters : pandas.DataFrame or None
+        R-hat and bulk and tail ESS of every posterior scalar
+        (:func:`~bayes_dualeval.posterior.diagnostics.per_parameter`); None unless NUTS.
+    ci : float or None
+        Level of the checks and tables (None until they are computed).
+    ppc : PPC or None
+        The posterior predictive checks at level ``ci``.
+    tables : dict of str to pandas.DataFrame
+        ``leaderboard``, ``pairwise``, ``items`` and ``anomalies`` at level ``ci``.
     """
 
     dataset: Dataset
@@ -56,6 +77,10 @@ class FitResult:
     settings: SamplerSettings
     idata: object
     diagnostics: dict = field(default_factory=dict)
+    parameters: pd.DataFrame | None = None
+    ci: float | None = None
+    ppc: PPC | None = None
+    tables: dict = field(default_factory=dict)
 
     @property
     def converged(self) -> bool | None:
@@ -113,7 +138,7 @@ def fit(
     Examples
     --------
     >>> from bayes_dualeval import load
-    >>> from bayes_dualeval.inference.sampling import SamplerSettings
+    >>> from bayes_dualeval.inference.settings import SamplerSettings
     >>> from bayes_dualeval.runs.fit import fit
     >>> result = fit(load("data/"), settings=SamplerSettings(sampler="map"))  # doctest: +SKIP
     >>> result.idata.posterior["theta_centred"]  # doctest: +SKIP
@@ -142,13 +167,14 @@ def fit(
     timings.update(draws.timings)
     # imported here, not at the top: arviz takes seconds to import, and the command line
     # imports it in the background while the sampler runs
-    from bayes_dualeval.posterior.diagnostics import convergence
+    from bayes_dualeval.posterior.diagnostics import convergence, per_parameter
     from bayes_dualeval.posterior.idata import to_inference_data
 
     start = time.perf_counter()
     idata = to_inference_data(draws, dataset, inputs, config)
     timings["posterior"] = round(time.perf_counter() - start, 3)
     conv = convergence(idata, settings.sampler, settings.max_tree_depth)
+    parameters = per_parameter(idata) if settings.sampler == "nuts" else None
     info = {k: v for k, v in draws.info.items() if k != "losses"}
     diagnostics = {
         "max_rhat": conv["max_rhat"],
@@ -169,7 +195,7 @@ def fit(
     }
     if "losses" in draws.info:
         diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
-    return FitResult(dataset, pairs, config, settings, idata, diagnostics)
+    return FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
 
 
 def _thin(values: np.ndarray, n: int) -> list:
@@ -286,26 +312,3 @@ def _json(value):
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def load_run(run_dir: str | Path):
-    """Read a run folder back: ``(idata, diagnostics)``.
-
-    Raises
-    ------
-    InputError
-        If the folder has no ``posterior.nc`` or ``diagnostics.json``.
-    """
-    import arviz as az
-
-    run_dir = Path(run_dir)
-    post, diag = run_dir / POSTERIOR_FILE, run_dir / DIAGNOSTICS_FILE
-    for path in (post, diag):
-        if not path.is_file():
-            raise InputError(f"{run_dir} is not a run folder: {path.name} is missing")
-    try:
-        idata = az.from_netcdf(str(post), engine="h5netcdf")
-        diagnostics = json.loads(diag.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{run_dir}: cannot read the run ({exc})") from None
-    return idata, diagnostics

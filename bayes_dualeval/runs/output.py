@@ -1,4 +1,10 @@
-"""Everything ``fit`` writes into a run folder, and the table shown in the terminal."""
+"""Everything ``fit`` writes into a run folder, and the table shown in the terminal.
+
+A run's checks and tables are computed once, in memory, by :func:`tabulate`, and kept on
+its :class:`~bayes_dualeval.runs.fit.FitResult`; the CSV files and the report are written
+from there. :func:`write` does this for a new fit; :func:`rewrite` for a run read back by
+:func:`bayes_dualeval.runs.load.load_result` (``bayes-dualeval report``).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.runs import atomic
-from bayes_dualeval.checks.ppc import PPC, item_table, posterior_predictive
-from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
+from bayes_dualeval.checks import item_table, posterior_predictive
 from bayes_dualeval.errors import ReportWarning
-from bayes_dualeval.runs.fit import FitResult, write_run
 from bayes_dualeval.posterior.summaries import leaderboard, pairwise
+from bayes_dualeval.runs import atomic
+from bayes_dualeval.runs.fit import FitResult, write_diagnostics, write_run
 
 #: ``anomalies.csv`` keeps every cell with a q-value below this ...
 ANOMALY_Q = 0.2
@@ -22,143 +27,120 @@ ANOMALY_TOP = 50
 #: Posterior draws (a seeded random subset) behind the checks of a run's tables: enough for
 #: p-values to about +-0.02, and half the time of 1,000 at paper scale.
 CHECK_DRAWS = 500
+#: The level of a run's tables when none is given or recorded.
+DEFAULT_CI = 0.95
 
 
-def write_tables(
-    folder: str | Path,
-    idata,
-    dataset,
-    *,
-    ci: float,
-    pairs=None,
-    bb_ratio: float = DEFAULT_BB_RATIO,
-    tie_ratio: float = DEFAULT_TIE_RATIO,
-    seed: int = 0,
-    ppc: PPC | None = None,
-    max_draws: int = CHECK_DRAWS,
-    converged: bool | None = None,
-) -> dict:
-    """Write the CSV tables of a run into ``folder``; return them as DataFrames by name.
+def tabulate(result: FitResult, *, ci: float) -> FitResult:
+    """Compute a run's checks and tables at level ``ci`` and keep them on ``result``.
 
-    Tables: ``leaderboard``, ``pairwise``, ``items`` (:func:`checks.item_table`) and
-    ``anomalies`` (the cells of :func:`checks.anomalies` with ``q_value`` below
+    The posterior predictive checks (:func:`~bayes_dualeval.checks.posterior_predictive`)
+    run once, on the run's own pairs and seed, and the item table reuses them. Tables:
+    ``leaderboard`` (with the run's convergence verdict as a ``converged`` column, so a
+    table copied out of the run folder still says when its intervals cannot be trusted),
+    ``pairwise``, ``items`` and ``anomalies`` (the cells with ``q_value`` below
     :data:`ANOMALY_Q`, and at least the :data:`ANOMALY_TOP` most surprising ones, with the
-    ``ci`` level as a column). ``pairs``, ``bb_ratio`` and ``tie_ratio`` describe the run's
-    arena pairs (recomputed from the ratios when ``pairs`` is None); ``ppc``, when given,
-    supplies the cell table instead of computing it again. ``converged`` (the run's
-    convergence verdict; None for MAP and SVI) becomes the leaderboard's ``converged``
-    column, so a table copied out of the run folder still says when its intervals cannot
-    be trusted.
+    level as a ``ci`` column). ``result.diagnostics`` records the level and the checks'
+    summary.
+
+    Returns
+    -------
+    FitResult
+        ``result`` itself, with ``ci``, ``ppc`` and ``tables`` set.
     """
-    folder = Path(folder)
-    kw = {
-        "pairs": pairs,
-        "bb_ratio": bb_ratio,
-        "tie_ratio": tie_ratio,
-        "seed": seed,
-        "max_draws": max_draws,
-    }
-    if ppc is None:
-        ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
+    idata, dataset = result.idata, result.dataset
+    kw = {"pairs": result.pairs, "bb_ratio": result.config.bb_ratio,
+          "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed,
+          "max_draws": CHECK_DRAWS}  # fmt: skip
+    ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
     cells = ppc.anomalies
     keep = (cells["q_value"] < ANOMALY_Q).to_numpy() | (np.arange(len(cells)) < ANOMALY_TOP)
     flagged = cells.loc[keep].reset_index(drop=True)
     flagged["ci"] = ci
     board = leaderboard(idata, dataset, ci=ci)
-    board["converged"] = pd.array([converged] * len(board), dtype="boolean")
-    tables = {
+    board["converged"] = pd.array([result.converged] * len(board), dtype="boolean")
+    result.ci, result.ppc = ci, ppc
+    result.tables = {
         "leaderboard": board,
         "pairwise": pairwise(idata),
         "items": item_table(idata, dataset, ci=ci, ppc=ppc, **kw),
         "anomalies": flagged,
     }
-    for name, table in tables.items():
-        index = name == "pairwise"
-        atomic.write_text(folder / f"{name}.csv", table.to_csv(index=index, float_format="%.6g"))
-    return tables
+    result.diagnostics["ci"] = ci
+    result.diagnostics["ppc"] = ppc.summary
+    return result
 
 
-def write(result: FitResult, out: str | Path, *, ci: float = 0.95, report: bool = True) -> Path:
+def write_tables(folder: str | Path, tables: dict) -> list[Path]:
+    """Write each table as ``<name>.csv`` into ``folder`` (``pairwise`` with its index)."""
+    return [
+        atomic.write_text(
+            Path(folder) / f"{name}.csv",
+            table.to_csv(index=name == "pairwise", float_format="%.6g"),
+        )
+        for name, table in tables.items()
+    ]
+
+
+def write(
+    result: FitResult, out: str | Path, *, ci: float = DEFAULT_CI, report: bool = True
+) -> Path:
     """Write a complete run folder (posterior, diagnostics, tables and report).
 
     The posterior, diagnostics and tables are staged and moved into place together, so a
     failure leaves no partial run; the report comes after and can be rebuilt with
-    ``bayes-dualeval report RUN_DIR``.
+    ``bayes-dualeval report RUN_DIR``. Checks and tables are computed once
+    (:func:`tabulate`) and kept on ``result``.
     """
 
-    def extra(staging, result):
-        kw = {"pairs": result.pairs, "bb_ratio": result.config.bb_ratio,
-              "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed,
-              "max_draws": CHECK_DRAWS}  # fmt: skip
-        ppc = posterior_predictive(result.idata, result.dataset, ci=ci, **kw)
-        tables = write_tables(
-            staging, result.idata, result.dataset, ci=ci, ppc=ppc, converged=result.converged,
-            **kw,
-        )  # fmt: skip
-        result.diagnostics["ci"] = ci
-        result.diagnostics["ppc"] = ppc.summary
-        computed.update(ppc=ppc, items=tables["items"])
+    def tables(staging, result):
+        write_tables(staging, tabulate(result, ci=ci).tables)
 
-    computed = {}
-    run_dir = write_run(result, out, extra=extra)
+    run_dir = write_run(result, out, extra=tables)
     if report:
-        write_report_safely(run_dir, result, ci=ci, **computed)
+        write_report_safely(result, run_dir)
     return run_dir
 
 
-def rewrite_tables(run_dir: str | Path, idata, diagnostics: dict, dataset, *, ci: float):
-    """Write a run's CSV tables again from its posterior (as ``bayes-dualeval report`` does).
+def rewrite(result: FitResult, run_dir: str | Path, *, ci: float | None = None) -> list[Path]:
+    """Write a run's tables, ``diagnostics.json`` and report again, at level ``ci``.
 
-    The arena pairs are recomputed with the run's distillation quantiles and the checks use
-    the run's seed, so the tables match those written by the fit at the same ``ci``.
-    ``diagnostics`` is updated in memory (``ci`` and the ``ppc`` summary); writing it back
-    is left to the caller.
+    For a run read back by :func:`~bayes_dualeval.runs.load.load_result`: the checks use
+    the run's pairs and seed, so the tables match those the fit wrote at the same level.
+
+    Parameters
+    ----------
+    result : FitResult
+    run_dir : str or Path
+        The run folder.
+    ci : float, optional
+        Interval level; defaults to the run's (``diagnostics["ci"]``), else 0.95.
 
     Returns
     -------
-    tuple
-        ``(ppc, paths)``: the :class:`~bayes_dualeval.checks.ppc.PPC` computed on the way (for
-        the report) and the CSV files written.
+    list of Path
+        The CSV tables, then the report's files (HTML, Markdown, figures).
     """
-    config = diagnostics.get("config", {})
-    kw = {
-        "pairs": None,
-        "bb_ratio": float(config.get("bb_ratio", DEFAULT_BB_RATIO)),
-        "tie_ratio": float(config.get("tie_ratio", DEFAULT_TIE_RATIO)),
-        "seed": int(diagnostics.get("sampler", {}).get("seed", 0)),
-        "max_draws": CHECK_DRAWS,
-    }
-    ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
-    converged = diagnostics.get("convergence", {}).get("converged")
-    tables = write_tables(run_dir, idata, dataset, ci=ci, ppc=ppc, converged=converged, **kw)
-    diagnostics["ci"] = ci
-    diagnostics["ppc"] = ppc.summary
-    return ppc, [Path(run_dir) / f"{name}.csv" for name in tables]
+    from bayes_dualeval.report import document
+
+    ci = float(ci if ci is not None else result.diagnostics.get("ci") or DEFAULT_CI)
+    tabulate(result, ci=ci)
+    paths = write_tables(run_dir, result.tables)
+    write_diagnostics(run_dir, result.diagnostics)
+    return paths + document.write_report(result, run_dir)
 
 
-def write_report_safely(
-    run_dir: Path, result: FitResult, *, ci: float, ppc=None, items=None
-) -> list[Path]:
+def write_report_safely(result: FitResult, run_dir: Path) -> list[Path]:
     """Write the report of a finished run; on failure warn instead of raising.
 
     The run folder is complete before the report starts, so a report that cannot be
     written (a bug, a full disk) costs only the report: a
-    :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it. ``ppc`` and
-    ``items`` (the item table) are the run's checks, when already computed.
+    :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it.
     """
-    from bayes_dualeval.report.document import write_report
+    from bayes_dualeval.report import document
 
     try:
-        return write_report(
-            run_dir,
-            result.idata,
-            result.diagnostics,
-            result.dataset,
-            ci=ci,
-            pairs=result.pairs,
-            ppc=ppc,
-            items=items,
-        )
+        return document.write_report(result, run_dir)
     except Exception as exc:  # noqa: BLE001 - the run is safe; the report is optional
         warnings.warn(
             f"the report could not be written ({type(exc).__name__}: {exc}); the run is "
@@ -173,9 +155,15 @@ def _fmt(x, spec=".2f") -> str:
     return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
 
 
-def terminal_summary(result: FitResult, *, ci: float = 0.95, top: int = 30) -> str:
-    """The leaderboard as fixed-width text, with tier markers between separable models."""
-    table = leaderboard(result.idata, result.dataset, ci=ci)
+def terminal_summary(result: FitResult, *, ci: float = DEFAULT_CI, top: int = 30) -> str:
+    """The leaderboard as fixed-width text, with tier markers between separable models.
+
+    The run's leaderboard table when it was computed at level ``ci``, else computed.
+    """
+    if result.ci == ci and "leaderboard" in result.tables:
+        table = result.tables["leaderboard"]
+    else:
+        table = leaderboard(result.idata, result.dataset, ci=ci)
     text = format_leaderboard(table, ci=ci, top=top)
     if result.converged is False:
         text += (

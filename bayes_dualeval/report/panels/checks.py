@@ -1,0 +1,169 @@
+"""Panels of the posterior predictive checks: replicated against observed, and anomalies."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bayes_dualeval.checks import FLAG_Q
+from bayes_dualeval.report import plots
+from bayes_dualeval.report.context import ReportContext
+from bayes_dualeval.report.markup import Markup, num, pct
+
+#: Rows of the anomalies table shown in the report.
+TOP_ANOMALIES = 20
+
+
+def predictive(doc: Markup, ctx: ReportContext) -> None:
+    """Summary of the checks, per-model and per-item replicates, calibration."""
+    ppc = ctx.ppc
+    level = f"{ctx.ci:.0%}"
+    if ctx.point:
+        doc.note(
+            "MAP fit: data are replicated at the point estimate (a plug-in check), so the "
+            "intervals show sampling noise only and are narrower than a full posterior's."
+        )
+    doc.para(
+        f"Data sets replicated from the fitted model are compared with the observed data. "
+        f"Each point is a model or an item; its line is the {level} interval of the replicated "
+        "statistic. Points off the dashed diagonal, and red points outside their interval, "
+        "are what the model fails to reproduce."
+    )
+    sm = ppc.summary
+    doc.facts(
+        {
+            "models outside (static / arena)": (
+                f"{pct(sm.get('share_models_outside_static'))} / "
+                f"{pct(sm.get('share_models_outside_arena'))}"
+            ),
+            "static items outside": pct(sm.get("share_items_outside")),
+            "calibration error (static / arena)": (
+                f"{num(sm.get('calibration_error_static'), '.3f')} / "
+                f"{num(sm.get('calibration_error_arena'), '.3f')}"
+            ),
+            "arena dispersion": num(sm.get("arena_dispersion"), ".3f"),
+            "replicated data sets": f"{sm.get('replicates')} from {sm.get('draws')} draws",
+        }
+    )
+    panels = _model_panels(ppc.models, sm.get("arena_statistic"))
+    if panels:
+        doc.figure(
+            "ppc_models",
+            plots.observed_vs_replicated(panels),
+            "Per model: observed statistic (x) against the replicated mean (y) and its "
+            f"{level} interval. The arena win share counts a model's soft wins over its "
+            "decisive pairs.",
+        )
+    if len(ppc.items):
+        item_panel = _replicated(ppc.items, "", "item", "Static accuracy per item")
+        doc.figure(
+            "ppc_items",
+            plots.observed_vs_replicated([{**item_panel, "axis": "share of models correct"}]),
+            "Per static item: the share of models that answered correctly, observed (x) "
+            f"against replicated (y, with {level} interval).",
+        )
+    _calibration(doc, ppc)
+
+
+def _replicated(table: pd.DataFrame, prefix: str, label: str, title: str) -> dict:
+    """A panel of :func:`plots.observed_vs_replicated` from the columns ``<prefix>...``."""
+    return {
+        "table": table,
+        "observed": f"{prefix}observed",
+        "mean": f"{prefix}rep_mean",
+        "lo": f"{prefix}rep_lo",
+        "hi": f"{prefix}rep_hi",
+        "label": label,
+        "title": title,
+    }
+
+
+def _model_panels(models: pd.DataFrame, arena_statistic) -> list:
+    panels = []
+    if (models["n_static"] > 0).any():
+        panel = _replicated(models, "static_", "model", "Static accuracy per model")
+        panels.append({**panel, "axis": "accuracy"})
+    if (models["n_arena"] > 0).any():
+        name = (
+            "mean normalised reward" if arena_statistic == "mean_reward_z" else "arena win share"
+        )
+        panel = _replicated(models, "arena_", "model", f"{name[0].upper()}{name[1:]} per model")
+        panels.append({**panel, "axis": name})
+    return panels
+
+
+def _calibration(doc: Markup, ppc) -> None:
+    cal = {}
+    for title, table, xlabel, ylabel in (
+        (
+            "Static labels",
+            ppc.calibration_static,
+            "predicted P(correct)",
+            "observed share correct",
+        ),
+        (
+            "Arena pairs",
+            ppc.calibration_arena,
+            "predicted P(first model wins)",
+            "mean soft target",
+        ),
+    ):
+        t = table[table["n"] > 0]
+        if len(t):
+            cal[f"{title} ({int(t['n'].sum())})"] = {
+                "table": t,
+                "predicted": "mean_predicted",
+                "observed": "observed_frequency",
+                "n": "n",
+                "xlabel": xlabel,
+                "ylabel": ylabel,
+            }
+    if cal:
+        doc.figure(
+            "calibration",
+            plots.calibration(cal),
+            "Calibration: cells (static) or decisive pairs (arena) binned by predicted "
+            "probability; each point is a bin's mean prediction against what was observed, "
+            "sized by the number in the bin. A calibrated model follows the diagonal; an "
+            "S-shape around it means predictions too timid, a flattened curve too confident.",
+        )
+
+
+def anomalies(doc: Markup, ctx: ReportContext) -> None:
+    """The most surprising model-item cells."""
+    cells = ctx.ppc.anomalies
+    if not len(cells):
+        doc.note("No cells to check.")
+        return
+    flagged = int((cells["q_value"] < FLAG_Q).sum())
+    top = cells.head(TOP_ANOMALIES)
+    doc.para(
+        f"The {len(top)} most surprising of {len(cells)} model-item cells (smallest "
+        "posterior predictive tail probability first). Static: observed label against "
+        "the predicted probability of success; arena: the model's soft wins on the prompt "
+        "against the predicted wins. residual = (observed \u2212 expected) / predictive sd; "
+        f"q is the Benjamini-Hochberg adjusted p-value. {flagged} cell(s) have "
+        f"q < {FLAG_Q:g}"
+        + (
+            ": only these are more surprising than chance among this many cells."
+            if flagged
+            else "; the rows below are within what chance produces among this many cells."
+        )
+    )
+    frame = pd.DataFrame(
+        {
+            "model": top["model"],
+            "item": top["item"],
+            "kind": top["kind"],
+            "observed": [num(x, ".3g") for x in top["observed"]],
+            "expected": [num(x, ".3g") for x in top["expected"]],
+            "residual": [num(x, "+.2f") for x in top["residual"]],
+            "ppp": [num(x, ".2g") for x in top["ppp"]],
+            "q": [num(x, ".2g") for x in top["q_value"]],
+        }
+    )
+    q = top["q_value"].to_numpy(float)
+
+    def cell_class(k, col):
+        return "bad" if col == "q" and q[k] < FLAG_Q else ""
+
+    doc.table(frame, text=("kind",), names=("model", "item"), cell_class=cell_class)

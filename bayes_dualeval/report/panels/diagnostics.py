@@ -1,0 +1,114 @@
+"""Panel of the sampler's diagnostics: convergence facts, R-hat and ESS, rank plots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bayes_dualeval.posterior.diagnostics import EBFMI_MIN, ESS_MIN, RHAT_MAX
+from bayes_dualeval.report import plots
+from bayes_dualeval.report.context import ReportContext
+from bayes_dualeval.report.markup import Markup, num, pct
+
+#: Abilities shown in the rank plots (those with the worst R-hat).
+RANK_PLOTS = 6
+
+
+def diagnostics(doc: Markup, ctx: ReportContext) -> None:
+    """Convergence of a NUTS run; what applies instead for MAP and SVI."""
+    info = ctx.diagnostics.get("sampler_info", {})
+    scalars = {k: v for k, v in info.items() if not isinstance(v, (list, dict))}
+    if ctx.sampler == "map" or ctx.point:
+        doc.note(
+            "Not applicable: a MAP fit is an optimisation, not a sample, so R-hat, effective "
+            "sample sizes, divergences and rank plots do not exist."
+        )
+        if scalars:
+            doc.facts(scalars)
+        return
+    if ctx.sampler == "svi":
+        doc.note(
+            "Unavailable: SVI fits an approximation by optimisation, so the sampling "
+            "diagnostics (R-hat, ESS, divergences, rank plots) do not apply. Whether the "
+            "optimisation settled is shown below; compare with a NUTS fit to check the "
+            "intervals."
+        )
+        doc.facts(scalars)
+        if info.get("loss_trace"):
+            doc.figure(
+                "loss_trace",
+                plots.loss_trace(info["loss_trace"]),
+                "SVI loss (negative ELBO) against optimisation step.",
+            )
+        return
+    conv = ctx.diagnostics.get("convergence", {})
+    doc.facts(_nuts_facts(ctx, conv), bad=conv.get("converged") is False and "verdict")
+    if conv.get("worst"):
+        doc.para("Parameters that fail a check, worst first:")
+        worst = pd.DataFrame(conv["worst"])
+        frame = pd.DataFrame(
+            {
+                "parameter": worst["parameter"],
+                "R-hat": [num(x, ".4f") for x in worst.get("rhat", [])],
+                "bulk ESS": [num(x, ".0f") for x in worst.get("ess_bulk", [])],
+            }
+        )
+        doc.table(frame, names=("parameter",))
+    per = ctx.result.parameters
+    doc.figure(
+        "rhat_ess",
+        plots.rhat_ess(per, rhat_max=RHAT_MAX, ess_min=ESS_MIN),
+        f"R-hat (left) and bulk and tail effective sample size (right) of all {len(per)} "
+        f"checked parameters. Every R-hat should be at most {RHAT_MAX} and every ESS at "
+        f"least {ESS_MIN}.",
+    )
+    doc.figure(
+        "rank_plots",
+        plots.rank_plots(_worst_abilities(ctx, per)),
+        "Rank plots of the abilities with the worst R-hat: all draws are ranked together and "
+        "each chain's ranks are histogrammed, one row of bars per chain. Mixed chains give "
+        "flat rows near their dashed lines; a chain stuck high or low leans to one side.",
+    )
+
+
+def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
+    settings = ctx.result.settings
+    facts = {
+        "verdict": {True: "converged", False: "NOT converged", None: "not checked"}[
+            conv.get("converged")
+        ],
+        "max R-hat": f"{num(conv.get('max_rhat'), '.4f')} (limit {RHAT_MAX})",
+        "min bulk ESS": f"{num(conv.get('min_ess_bulk'), '.0f')} (minimum {ESS_MIN})",
+        "min tail ESS": f"{num(conv.get('min_ess_tail'), '.0f')} (minimum {ESS_MIN})",
+        "parameters checked": str(conv.get("n_parameters")),
+        "divergent transitions": str(conv.get("divergences")),
+        "lowest E-BFMI": f"{num(conv.get('ebfmi_min'), '.2f')} (minimum {EBFMI_MIN})",
+        "share at max tree depth": pct(conv.get("treedepth_hit_share")),
+        "chains x draws": f"{ctx.n_chain} x {ctx.n_draw} (warm-up {settings.warmup})",
+        "target acceptance": str(settings.target_accept),
+    }
+    if "sample_stats" not in ctx.idata.groups():
+        return facts
+    stats = ctx.idata.sample_stats
+    if "diverging" in stats:
+        per_chain = np.asarray(stats["diverging"].values).sum(axis=1)
+        facts["divergences per chain"] = ", ".join(str(int(x)) for x in per_chain)
+    if "acceptance_rate" in stats:
+        facts["mean acceptance"] = num(np.asarray(stats["acceptance_rate"]).mean(), ".3f")
+    if "step_size" in stats:
+        facts["step size (per chain)"] = ", ".join(
+            num(x, ".3g") for x in np.asarray(stats["step_size"].values)[:, -1]
+        )
+    return facts
+
+
+def _worst_abilities(ctx: ReportContext, per: pd.DataFrame) -> dict:
+    """Draws (chain, draw) of the :data:`RANK_PLOTS` abilities with the worst R-hat."""
+    theta = np.asarray(ctx.idata.posterior["theta"].values)
+    keys = [f"theta[{m}]" for m in ctx.models]
+    score = per["rhat"].reindex(keys).to_numpy(float)
+    if not np.isfinite(score).any():
+        score = -per["ess_bulk"].reindex(keys).to_numpy(float)
+    score = np.where(np.isfinite(score), score, -np.inf)
+    chosen = np.argsort(-score, kind="stable")[:RANK_PLOTS]
+    return {f"\u03b8 {plots.short(ctx.models[k], 30)}": theta[:, :, k] for k in chosen}

@@ -1,0 +1,57 @@
+"""The report's header: title, what was fitted, and the banners to read first."""
+
+from __future__ import annotations
+
+from bayes_dualeval.report.context import ReportContext
+from bayes_dualeval.report.markup import Markup
+
+TITLE = "Bayesian DualEval report"
+
+
+def header(doc: Markup, ctx: ReportContext, sections: dict) -> None:
+    """Title, a line of facts, the table of contents (``sections``) and the banners."""
+    d = ctx.diagnostics
+    cfg = ctx.result.config
+    facts = [
+        f"run {ctx.run_name}",
+        f"created {d.get('created', '?')}",
+        f"model {cfg.name} (mode {cfg.mode}, {cfg.irt})",
+        f"sampler {ctx.sampler}"
+        + (f" ({ctx.n_chain} chains x {ctx.n_draw} draws)" if ctx.sampler == "nuts" else ""),
+        f"{len(ctx.models)} models, {ctx.dataset.n_items} items",
+        "point estimates" if ctx.point else f"intervals at {ctx.ci:.0%}",
+    ]
+    doc.title(TITLE, " \u00b7 ".join(facts), sections)
+    conv = d.get("convergence", {})
+    if conv.get("converged") is False:
+        doc.banner(
+            "error",
+            "Convergence failed: the posterior summaries below may be wrong.",
+            list(conv.get("problems", [])) or ["the convergence checks failed"],
+        )
+    if ctx.sampler == "map" or ctx.point:
+        doc.banner(
+            "info",
+            "MAP point estimate: one value per parameter, no posterior uncertainty.",
+            [
+                "intervals, rank ranges, tiers, rank probabilities, posterior-predictive "
+                "intervals and convergence diagnostics need posterior draws and are skipped",
+                "refit with --sampler nuts for the full posterior",
+            ],
+        )
+    elif ctx.sampler == "svi":
+        lines = [
+            "intervals come from a variational approximation and are often too narrow",
+            "sampling diagnostics (R-hat, ESS, divergences) are unavailable for SVI",
+        ]
+        if d.get("sampler_info", {}).get("converged") is False:
+            lines.insert(
+                0,
+                "the optimisation did not settle within its step limit "
+                "(raise --svi-steps or use --sampler nuts)",
+            )
+        doc.banner("warn", "SVI: approximate posterior.", lines)
+    skipped = d.get("data", {}).get("skipped")
+    if skipped:
+        detail = ", ".join(f"{n} {why}" for why, n in skipped.items())
+        doc.banner("warn", "Rows were skipped while loading the data.", [detail])

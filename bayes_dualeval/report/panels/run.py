@@ -1,0 +1,44 @@
+"""Panel of the run's details: specification, data, pairs, timings, versions."""
+
+from __future__ import annotations
+
+from bayes_dualeval import __version__
+from bayes_dualeval.report.context import ReportContext
+from bayes_dualeval.report.markup import Markup
+
+#: Packages whose versions the run details list.
+VERSIONS = ("bayes_dualeval", "python", "jax", "numpyro", "arviz")
+
+
+def run_details(doc: Markup, ctx: ReportContext) -> None:
+    """What was fitted, to what, how long it took and with which packages."""
+    d = ctx.diagnostics
+    cfg = ctx.result.config.to_dict()
+    description = cfg.pop("description", "")
+    data = d.get("data", {})
+    facts = {
+        "specification": f"{cfg.pop('name', '?')}: {description}",
+        "options": ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.items()
+        ),
+        "data": (
+            f"{data.get('models', '?')} models, {data.get('static_items', 0)} static "
+            f"items ({data.get('static_labels', 0)} labels), {data.get('arena_items', 0)}"
+            f" arena prompts ({data.get('arena_rewards', 0)} rewards), rewards "
+            f"normalised per {data.get('reward_norm', '?')}"
+        ),
+    }
+    if d.get("pairs"):
+        p = d["pairs"]
+        facts["arena pairs"] = (
+            f"{p.get('pairs_total')} in all, {p.get('pairs_decisive')} "
+            f"decisive, {p.get('pairs_both_bad')} both-bad, "
+            f"{p.get('pairs_tie')} ties"
+        )
+    if d.get("timings"):
+        facts["timings (s)"] = ", ".join(f"{k} {v}" for k, v in d["timings"].items())
+    if d.get("versions"):
+        v = d["versions"]
+        facts["versions"] = ", ".join(f"{k} {v[k]}" for k in VERSIONS if k in v)
+    facts["report"] = f"bayes_dualeval {__version__}"
+    doc.facts(facts)

@@ -1,0 +1,32 @@
+"""The report's figures: one function per figure, each returning a matplotlib Figure.
+
+Every function takes plain tables or arrays (never an ``InferenceData``), so a figure can
+be redrawn from the CSV tables of a run. Heights grow with the number of rows, so a
+leaderboard of 100 models stays readable; long labels are shortened with an ellipsis
+(the tables keep the full names). Modules by subject: :mod:`.abilities`, :mod:`.items`,
+:mod:`.checks`, :mod:`.diagnostics`; :mod:`.base` holds what they share.
+"""
+
+from bayes_dualeval.report.plots.abilities import forest, rank_heatmap
+from bayes_dualeval.report.plots.base import LABEL_CHARS, MAX_POINTS, short, subset, to_png
+from bayes_dualeval.report.plots.checks import calibration, observed_vs_replicated
+from bayes_dualeval.report.plots.diagnostics import loss_trace, rank_plots, rhat_ess
+from bayes_dualeval.report.plots.items import difficulty_discrimination, item_curves, wright_map
+
+__all__ = [
+    "LABEL_CHARS",
+    "MAX_POINTS",
+    "calibration",
+    "difficulty_discrimination",
+    "forest",
+    "item_curves",
+    "loss_trace",
+    "observed_vs_replicated",
+    "rank_heatmap",
+    "rank_plots",
+    "rhat_ess",
+    "short",
+    "subset",
+    "to_png",
+    "wright_map",
+]

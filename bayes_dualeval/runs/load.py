@@ -1,0 +1,133 @@
+"""Read a run folder back into the in-memory result that ``fit`` produced.
+
+:func:`load_result` gives the same :class:`~bayes_dualeval.runs.fit.FitResult` a fit
+returns (data, specification, settings, posterior, pairs, diagnostics), so
+``bayes-dualeval report RUN_DIR`` renders through the same code as ``fit``. Nothing is
+guessed: the specification is the one the posterior records, the data are what the run
+stored (``observed_data``: the labels, the raw rewards and the normalised rewards the
+model saw; ``constant_data``: the item metadata), and the normalisation and skip counts are
+those recorded in ``diagnostics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.errors import InputError
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.runs.fit import DIAGNOSTICS_FILE, POSTERIOR_FILE, FitResult
+
+
+def load_run(run_dir: str | Path):
+    """Read a run folder's files: ``(idata, diagnostics)``.
+
+    Raises
+    ------
+    InputError
+        If the folder has no ``posterior.nc`` or ``diagnostics.json``, or they cannot be read.
+    """
+    import arviz as az
+
+    run_dir = Path(run_dir)
+    post, diag = run_dir / POSTERIOR_FILE, run_dir / DIAGNOSTICS_FILE
+    for path in (post, diag):
+        if not path.is_file():
+            raise InputError(f"{run_dir} is not a run folder: {path.name} is missing")
+    try:
+        idata = az.from_netcdf(str(post), engine="h5netcdf")
+        diagnostics = json.loads(diag.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{run_dir}: cannot read the run ({exc})") from None
+    return idata, diagnostics
+
+
+def load_result(run_dir: str | Path) -> FitResult:
+    """Read a run folder into the :class:`~bayes_dualeval.runs.fit.FitResult` of its fit.
+
+    The checks and tables are not read: :func:`bayes_dualeval.runs.output.tabulate` (or
+    :func:`~bayes_dualeval.runs.output.rewrite`) computes them at the level wanted.
+
+    Raises
+    ------
+    InputError
+        If the folder is not a readable run, or its posterior does not record its
+        specification.
+    """
+    from bayes_dualeval.posterior.diagnostics import per_parameter
+
+    idata, diagnostics = load_run(run_dir)
+    config = DualEvalModel.from_idata(idata).config
+    known = {f.name for f in fields(SamplerSettings)}
+    settings = SamplerSettings(
+        **{k: v for k, v in diagnostics.get("sampler", {}).items() if k in known}
+    )
+    dataset = stored_dataset(idata, diagnostics)
+    _, pairs = build_inputs(dataset, config)
+    parameters = per_parameter(idata) if settings.sampler == "nuts" else None
+    return FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
+
+
+def _frozen(values, dtype=None) -> np.ndarray:
+    out = np.array(values, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
+def stored_dataset(idata, diagnostics: dict) -> Dataset:
+    """The fitted :class:`~bayes_dualeval.data.dataset.Dataset`, as the run stored it.
+
+    Models come from the posterior's ``model`` coordinate, items and their metadata from
+    ``constant_data``, labels and rewards (raw and normalised) from ``observed_data``, the
+    normalisation and skip counts from ``diagnostics["data"]``. The list of input files is
+    not stored (``files`` is empty).
+
+    Raises
+    ------
+    InputError
+        If a group or a recorded field is missing.
+    """
+    if not {"observed_data", "constant_data"} <= set(idata.groups()):
+        raise InputError("the posterior has no observed_data/constant_data to read the data from")
+    data = diagnostics.get("data", {})
+    if "reward_norm" not in data:
+        raise InputError("diagnostics.json does not record the reward normalisation")
+    obs, const = idata.observed_data, idata.constant_data
+    models = np.asarray(idata.posterior["model"].values, dtype=str)
+    items = np.asarray(const["item"].values, dtype=str)
+    group_names = np.asarray(const["item_group"].values, dtype=str)
+    groups, item_group = np.unique(group_names, return_inverse=True)
+
+    def index(coord: str, labels: np.ndarray) -> np.ndarray:
+        values = obs[coord].values if coord in obs.coords else []
+        return _frozen(pd.Index(labels).get_indexer(np.asarray(values, dtype=str)), np.int32)
+
+    def values(name: str, dtype) -> np.ndarray:
+        return _frozen(obs[name].values if name in obs.data_vars else [], dtype)
+
+    return Dataset(
+        models=_frozen(models),
+        items=_frozen(items),
+        item_kind=_frozen(const["item_kind"].values, str),
+        item_source=_frozen(const["item_source"].values, str),
+        item_domain=_frozen(const["item_domain"].values, str),
+        item_group=_frozen(item_group, np.int32),
+        groups=_frozen(groups),
+        static_model=index("static_model", models),
+        static_item=index("static_item", items),
+        static_y=values("static_y", np.int8),
+        arena_model=index("arena_model", models),
+        arena_item=index("arena_item", items),
+        arena_reward=values("arena_reward", np.float64),
+        arena_z=values("arena_z", np.float64),
+        reward_norm=data["reward_norm"],
+        skipped=MappingProxyType(dict(data.get("skipped", {}))),
+    )
