@@ -1,8 +1,9 @@
 """Coverage of posterior intervals on simulated data with known truth.
 
-Fits many small simulated datasets with NUTS and reports how often the 50% and 90%
-equal-tailed intervals contain the true value, for static-only, arena-only and joint data
-and for each arena likelihood (``pairs``: weight 2/n per pair; ``pairs-full``: every pair at
+Fits many small simulated datasets with NUTS, through ``fit`` as the command line does
+(draw-more rounds included), and reports how often the 50% and 90% equal-tailed intervals
+contain the true value, for static-only, arena-only and joint data and for each arena
+likelihood (``pairs``: weight 2/n per pair; ``pairs-full``: every pair at
 weight 1, DualEval's loss; ``reward``: Gaussian likelihood of the normalised rewards).
 
 Static labels are simulated from the model itself, so theta, a and b are compared on their
@@ -131,26 +132,32 @@ def metrics(samples: dict, ds, truth: dict) -> dict:
 
 
 def worker(tasks, settings_dict, queue):
-    """Fit every task of one process; reuse one compiled sampler per scenario."""
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from bayes_dualeval.inference.sampling import SamplerSettings, reusable_nuts
-    from bayes_dualeval.model.inputs import build_inputs, pad_pairs
+    """Fit every task of one process through :func:`bayes_dualeval.runs.fit.fit`.
 
-    settings = SamplerSettings(**settings_dict)
-    samplers = {}
+    The path users run: the sampler named in the settings, with the rounds that draw more
+    while the convergence check fails.
+    """
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.runs.fit import fit
+
     for scenario, rep in tasks:
         ds, config, truth = simulate_case(scenario, rep)
-        inputs, _ = build_inputs(ds, config, centred=settings.centring)
-        max_pairs = SIZES["models"] * (SIZES["models"] - 1) // 2 * SIZES["arena"]
-        if inputs.pair_w.shape[0]:
-            inputs = pad_pairs(inputs, max_pairs)
-        if scenario not in samplers:
-            samplers[scenario] = reusable_nuts(inputs, config, settings)
+        settings = SamplerSettings(**settings_dict, seed=rep)
         start = time.perf_counter()
-        samples, diverging = samplers[scenario](inputs, rep)
-        div = int(diverging.sum())
-        result = metrics(samples, ds, truth)
-        queue.put((scenario, rep, result, div, time.perf_counter() - start))
+        result = fit(ds, config, settings)
+        post = result.idata.posterior
+        samples = {name: post[name].values for name in post.data_vars}
+        div = int(result.diagnostics["divergences"] or 0)
+        queue.put(
+            (
+                scenario,
+                rep,
+                metrics(samples, result.dataset, truth),
+                div,
+                time.perf_counter() - start,
+            )
+        )
     queue.put(None)
 
 

@@ -1,6 +1,7 @@
 """Convergence diagnostics over every site, energy checks, and drawing more when they fail."""
 
 import warnings
+from dataclasses import replace
 
 import arviz as az
 import numpy as np
@@ -8,7 +9,8 @@ import pytest
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.inference.sampling import SamplerSettings, run_nuts
+from bayes_dualeval.inference.nuts import DIVERGENCE_TARGET_ACCEPT, run_nuts
+from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.posterior.diagnostics import (
@@ -96,7 +98,10 @@ def _tiny_inputs():
 
 def test_nuts_draws_more_rounds_while_the_check_fails():
     inputs, config = _tiny_inputs()
-    settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=2, seed=1)
+    # at the divergence target acceptance already, a round always continues the chains
+    settings = SamplerSettings(
+        chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=DIVERGENCE_TARGET_ACCEPT
+    )
     calls = []
 
     def until(draws):
@@ -117,8 +122,7 @@ def test_nuts_stops_extending_at_its_budget():
     settings = SamplerSettings(chains=1, warmup=30, draws=10, extend=1, seed=2)
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
     assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 20
-    draws = run_nuts(inputs, config, settings.__class__(**{**settings.to_dict(), "extend": 0}),
-                     until=lambda d: False)  # fmt: skip
+    draws = run_nuts(inputs, config, replace(settings, extend=0), until=lambda d: False)
     assert draws.info["rounds"] == 1
 
 
@@ -143,5 +147,5 @@ def test_divergences_restart_with_a_smaller_step_instead_of_drawing_more():
 
     draws = run_nuts(inputs, config, settings, until=until)
     assert seen == [True]  # the first round diverged; the second is not checked (budget)
-    assert draws.info["rounds"] == 2 and draws.info["target_accept"] == 0.95
+    assert draws.info["rounds"] == 2 and draws.info["target_accept"] == DIVERGENCE_TARGET_ACCEPT
     assert draws.samples["theta"].shape[1] == 20  # replaced, not appended

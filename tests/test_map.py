@@ -13,8 +13,10 @@ from scipy.stats import spearmanr
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.inference import mode
-from bayes_dualeval.inference.sampling import SamplerSettings, run_map
+from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.inference import item_integral, mode
+from bayes_dualeval.inference.mode import run_map
+from bayes_dualeval.inference.sampling import SamplerSettings, sample
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model
@@ -108,9 +110,21 @@ def test_item_likelihood_matches_the_model(changes):
             for site in tr.values()
             if site["type"] == "sample" and site["is_observed"]
         )
-        items = [n for n, (_, plates) in sites.items() if mode.ITEM_PLATE in plates]
-        problem = mode._Problem(inputs, config, tuple(items))
+        items = [n for n, (_, plates) in sites.items() if item_integral.ITEM_PLATE in plates]
+        problem = item_integral.ItemIntegral(inputs, config, tuple(items))
         x = jnp.stack([values["b"], jnp.log(values["a"])])
-        extra = {n: values.get(n) for n in mode.ARENA_SITES}
+        extra = {n: values.get(n) for n in item_integral.ARENA_SITES}
         total = float(jnp.sum(problem.item_loglik(x, values["theta"], extra)))
     assert total == pytest.approx(factors, rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("irt", ["3pl", "4pl"])
+def test_map_refuses_links_with_floors_or_ceilings(irt):
+    config = load_spec("dualeval-2pl").replace(irt=irt)
+    inputs = _joint_inputs(config)
+    settings = SamplerSettings(sampler="map")
+    with pytest.raises(ConfigError, match=f"MAP supports --irt 1pl and 2pl, not {irt}: use"):
+        sample(inputs, config, settings)
+    with pytest.raises(ConfigError, match="MAP supports"):
+        run_map(inputs, config, settings)
+    mode.check_map_supports(config.replace(mode="bt"))  # no items: nothing to integrate

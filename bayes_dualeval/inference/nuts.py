@@ -1,0 +1,124 @@
+"""NUTS, with rounds that draw more while the draws fail the convergence check.
+
+Chains run in parallel over devices when there are enough (host devices on a CPU, set
+with ``numpyro.set_host_device_count`` before JAX starts), vectorised otherwise. A dense
+mass matrix is adapted over the model's low-dimensional global block
+(:func:`~bayes_dualeval.model.joint.global_sites`) and a diagonal one elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import jax
+import numpy as np
+from numpyro.infer import MCMC, NUTS
+
+from bayes_dualeval.inference.draws import Draws, timed, to_numpy
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.start import init_strategy
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.joint import dualeval_model, global_sites
+
+#: Target acceptance of the fresh round that follows draws with divergent transitions.
+DIVERGENCE_TARGET_ACCEPT = 0.95
+_NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
+
+
+def make_mcmc(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> MCMC:
+    """The NUTS sampler used by :func:`run_nuts` (one round of ``settings.draws`` draws)."""
+    kernel = NUTS(
+        dualeval_model,
+        target_accept_prob=settings.target_accept,
+        max_tree_depth=settings.max_tree_depth,
+        init_strategy=init_strategy(config),
+        dense_mass=[global_sites(config, inputs)],
+    )
+    n_dev = jax.local_device_count()
+    method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
+    return MCMC(
+        kernel,
+        num_warmup=settings.warmup,
+        num_samples=settings.draws,
+        num_chains=settings.chains,
+        chain_method=method,
+        progress_bar=settings.progress,
+    )
+
+
+def run_nuts(
+    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, *, until=None
+) -> Draws:
+    """Sample the posterior with NUTS, drawing more while the draws are not good enough.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    config : ModelConfig
+    settings : SamplerSettings
+        ``extend`` bounds the extra rounds.
+    until : callable, optional
+        ``until(draws) -> bool``: True when the draws so far are good enough (e.g. they
+        pass the convergence check). While it is False, up to ``settings.extend`` more
+        rounds are run. Without divergences, a round continues the chains from where they
+        stopped (same step size and mass matrix) and appends ``settings.draws`` draws per
+        chain: slow mixing needs more draws. With divergences, more draws of the same
+        kernel would only add more, so the round starts afresh with a smaller step size
+        (target acceptance :data:`DIVERGENCE_TARGET_ACCEPT`) and replaces the draws.
+        ``info["rounds"]`` counts the rounds run, ``info["target_accept"]`` the final
+        target acceptance.
+
+    Returns
+    -------
+    Draws
+    """
+    timings: dict = {}
+    rounds, parts = 0, []
+    current = settings
+    mcmc = make_mcmc(inputs, config, current)
+    with timed(timings):
+        key = jax.random.PRNGKey(settings.seed)
+        while True:
+            mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS)
+            samples = mcmc.get_samples(group_by_chain=True)
+            extra = mcmc.get_extra_fields(group_by_chain=True)
+            jax.block_until_ready((samples, extra))
+            parts.append((to_numpy(samples), to_numpy(extra)))
+            rounds += 1
+            draws = _joined(parts, mcmc)
+            if until is None or rounds > settings.extend or until(draws):
+                break
+            diverged = draws.stats["diverging"].any()
+            if diverged and current.target_accept < DIVERGENCE_TARGET_ACCEPT:
+                current = replace(current, target_accept=DIVERGENCE_TARGET_ACCEPT)
+                mcmc, parts = make_mcmc(inputs, config, current), []
+                key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
+            else:
+                mcmc.post_warmup_state = mcmc.last_state
+                key = mcmc.post_warmup_state.rng_key
+    draws.timings = timings
+    draws.info.update(rounds=rounds, target_accept=current.target_accept)
+    return draws
+
+
+def _joined(parts: list, mcmc: MCMC) -> Draws:
+    """Join rounds of NUTS output ``[(samples, extra_fields), ...]`` along the draw axis."""
+
+    def join(dicts):
+        return {k: np.concatenate([d[k] for d in dicts], axis=1) for k in dicts[0]}
+
+    samples = join([p[0] for p in parts])
+    extra = join([p[1] for p in parts])
+    n_steps = extra["num_steps"].astype(np.int64)
+    step_size = np.asarray(mcmc.last_state.adapt_state.step_size)
+    stats = {
+        "diverging": extra["diverging"].astype(bool),
+        "n_steps": n_steps,
+        "tree_depth": np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1,
+        "acceptance_rate": extra["accept_prob"],
+        "energy": extra["energy"],
+        "lp": -extra["potential_energy"],
+        "step_size": np.broadcast_to(np.reshape(step_size, (-1, 1)), n_steps.shape).copy(),
+    }
+    return Draws(samples=samples, stats=stats, info={"chain_method": mcmc.chain_method})

@@ -1,0 +1,126 @@
+"""SVI: fit a NumPyro autoguide until the ELBO stops improving, then draw from it."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import numpyro
+from numpyro.handlers import seed, trace
+from numpyro.infer import SVI, Predictive, Trace_ELBO
+from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
+
+from bayes_dualeval.inference.draws import Draws, timed, to_numpy
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.start import init_strategy
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.joint import dualeval_model
+
+#: Optimisation steps per compiled call; the stopping rule compares successive windows.
+WINDOW = 500
+
+
+def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> Draws:
+    """Fit an autoguide by SVI until the ELBO stops improving, then draw from it.
+
+    Steps run in windows of :data:`WINDOW` (one compiled ``lax.scan`` each). SVI stops
+    when the mean loss of a window differs from the previous window's by less than twice
+    their combined standard error (the noise) or by less than ``settings.svi_rtol``
+    relative, or after ``settings.svi_steps`` steps.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    config : ModelConfig
+    settings : SamplerSettings
+        ``guide`` (``normal``: :class:`~numpyro.infer.autoguide.AutoNormal`, ``lowrank``:
+        :class:`~numpyro.infer.autoguide.AutoLowRankMultivariateNormal`), ``svi_lr``
+        (Adam), ``svi_steps``, ``svi_rtol``, ``draws`` and ``seed``.
+
+    Returns
+    -------
+    Draws
+        One chain of ``settings.draws`` draws from the fitted guide; ``info`` holds
+        ``guide``, ``steps``, ``converged``, ``final_loss`` and ``losses``.
+    """
+    guide_cls = AutoNormal if settings.guide == "normal" else AutoLowRankMultivariateNormal
+    guide = guide_cls(dualeval_model, init_loc_fn=init_strategy(config))
+    svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), Trace_ELBO())
+    key_fit, key_draw = jax.random.split(jax.random.PRNGKey(settings.seed))
+    window = min(WINDOW, settings.svi_steps)
+    timings: dict = {}
+    losses = []
+    converged = False
+    with timed(timings):
+        state = svi.init(key_fit, inputs, config)
+
+        def body(state, _):
+            return svi.stable_update(state, inputs, config)
+
+        step = jax.jit(lambda s: jax.lax.scan(body, s, None, length=window))
+        done = 0
+        previous = None
+        progress = _progress(settings.progress, settings.svi_steps, "SVI")
+        while done < settings.svi_steps:
+            state, chunk = step(state)
+            chunk = np.asarray(chunk)
+            losses.append(chunk)
+            done += window
+            progress(window, float(chunk.mean()))
+            current = (chunk.mean(), chunk.std() / np.sqrt(len(chunk)))
+            if previous is not None and np.isfinite(current[0]):
+                change = abs(current[0] - previous[0])
+                noise = 2.0 * np.hypot(current[1], previous[1])
+                if change < max(noise, settings.svi_rtol * abs(current[0])):
+                    converged = True
+                    break
+            previous = current
+        progress(None, None)
+        pred = Predictive(
+            dualeval_model,
+            guide=guide,
+            params=svi.get_params(state),
+            num_samples=settings.draws,
+            return_sites=posterior_sites(inputs, config),
+        )
+        draws = pred(key_draw, inputs, config)
+        jax.block_until_ready(draws)
+    samples = {k: v[None] for k, v in to_numpy(draws).items()}
+    losses = np.concatenate(losses)
+    info = {
+        "guide": settings.guide,
+        "steps": int(len(losses)),
+        "converged": bool(converged),
+        "final_loss": float(losses[-window:].mean()),
+        "losses": losses,
+    }
+    return Draws(samples=samples, timings=timings, info=info)
+
+
+def posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:
+    """Names of the model's latent and deterministic sites (not the observed ones)."""
+    tr = trace(seed(dualeval_model, 0)).get_trace(inputs, config)
+    return [
+        name
+        for name, site in tr.items()
+        if (site["type"] == "sample" and not site["is_observed"])
+        or site["type"] == "deterministic"
+    ]
+
+
+def _progress(enabled: bool, total: int, label: str):
+    """A tiny tqdm wrapper: call with (n, loss) to advance, (None, None) to close."""
+    if not enabled:
+        return lambda n, loss: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=label, unit="step", leave=False)
+
+    def update(n, loss):
+        if n is None:
+            bar.close()
+            return
+        bar.update(n)
+        bar.set_postfix(loss=f"{loss:.4g}")
+
+    return update
