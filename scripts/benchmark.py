@@ -201,7 +201,7 @@ configure("cpu", 1)
 from bayes_dualeval.runs import output
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.data.dataset import load
-from bayes_dualeval.inference.sampling import SamplerSettings
+from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.runs.fit import fit
 import arviz, bayes_dualeval.report.document  # the CLI imports these while sampling: untimed
 imports = time.perf_counter() - start

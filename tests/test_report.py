@@ -136,6 +136,12 @@ def write_synthetic(tmp_path, result, name="run", ci=0.9):
     return folder, report.write_report(result, folder)
 
 
+def only_panels(monkeypatch, *anchors):
+    """Draw only these sections (tests of one part of the report need not draw it all)."""
+    chosen = tuple(p for p in panels.PANELS if p.anchor in anchors)
+    monkeypatch.setattr(report, "PANELS", chosen)
+
+
 def html_of(folder) -> str:
     return (Path(folder) / report.HTML_FILE).read_text(encoding="utf-8")
 
@@ -236,7 +242,8 @@ def test_nuts_like_report_has_interval_panels_and_diagnostics(nuts_like):
     assert_self_contained(text)
 
 
-def test_convergence_failure_shows_red_banner_with_problems(tmp_path):
+def test_convergence_failure_shows_red_banner_with_problems(tmp_path, monkeypatch):
+    only_panels(monkeypatch, "leaderboard", "diagnostics")
     result = synthetic_run(make_dataset(seed=3), shift=1.5)
     conv = result.diagnostics["convergence"]
     assert conv["converged"] is False  # the real check fails on chains that disagree
@@ -250,7 +257,8 @@ def test_convergence_failure_shows_red_banner_with_problems(tmp_path):
     assert "NOT converged" in section_text(text, "diagnostics")
 
 
-def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path):
+def test_faked_diagnostics_banner_lists_each_problem(nuts_like, tmp_path, monkeypatch):
+    only_panels(monkeypatch)  # the banners are in the header
     result = nuts_like[0]
     conv = {
         **result.diagnostics["convergence"],
@@ -314,7 +322,6 @@ def test_labels_are_escaped_everywhere(tmp_path):
 @pytest.mark.parametrize(
     ("mode", "irt", "absent", "note"),
     [
-        ("static", "2pl", (), None),
         ("arena", "2pl", (), None),
         ("bt", "2pl", ("wright_map", "icc", "difficulty_discrimination"), "Bradley-Terry"),
         ("both", "1pl", ("icc", "difficulty_discrimination"), "Rasch"),
@@ -517,8 +524,9 @@ def test_a_panel_added_to_the_registry_is_drawn(nuts_like, tmp_path, monkeypatch
         doc.para(f"{len(ctx.models)} models at {ctx.ci:g}")
         doc.figure("extra", plots.forest(ctx.board), "an extra figure")
 
+    first = panels.PANELS[0]
     added = panels.Panel("extra", "Extra panel", draw, ("extra",))
-    monkeypatch.setattr(report, "PANELS", (*panels.PANELS, added))
+    monkeypatch.setattr(report, "PANELS", (first, added))
     folder, paths = write_synthetic(tmp_path, result)
     text = html_of(folder)
     assert '<a href="#extra">Extra panel</a>' in text
@@ -526,7 +534,7 @@ def test_a_panel_added_to_the_registry_is_drawn(nuts_like, tmp_path, monkeypatch
     assert "extra.png" in {p.name for p in paths}
     # a figure the registry does not declare fails the panel (and only it)
     undeclared = panels.Panel("extra", "Extra panel", draw)
-    monkeypatch.setattr(report, "PANELS", (*panels.PANELS, undeclared))
+    monkeypatch.setattr(report, "PANELS", (first, undeclared))
     with pytest.warns(ReportWarning, match="not declared"):
         folder, paths = write_synthetic(tmp_path, result, "undeclared")
     assert "could not be drawn" in section_text(html_of(folder), "extra")
@@ -535,7 +543,7 @@ def test_a_panel_added_to_the_registry_is_drawn(nuts_like, tmp_path, monkeypatch
 
 @pytest.mark.parametrize("irt", ["2pl", "3pl", "4pl"])
 def test_item_curves_use_the_runs_link(irt):
-    result = synthetic_run(make_dataset(seed=13), draws=5, irt=irt)
+    result = synthetic_run(make_dataset(n_models=4, n_static=8, n_arena=4, seed=13), irt=irt)
     output.tabulate(result, ci=0.9)
     ctx = ReportContext(result, "run")
     post = result.idata.posterior

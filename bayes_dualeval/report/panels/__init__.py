@@ -45,27 +45,15 @@ PANELS = (
     Panel("ranks", "Rank probabilities", rankings.rank_probabilities, ("rank_heatmap",)),
     Panel("wright", "Wright map", items.wright, ("wright_map",)),
     Panel("icc", "Item characteristic curves", items.curves, ("icc",)),
-    Panel(
-        "items",
-        "Difficulty and discrimination",
-        items.difficulty_discrimination,
-        ("difficulty_discrimination",),
-    ),
-    Panel(
-        "ppc",
-        "Posterior predictive checks",
-        checks.predictive,
-        ("ppc_models", "ppc_items", "calibration"),
-    ),
+    Panel("items", "Difficulty and discrimination", items.difficulty_discrimination,
+          ("difficulty_discrimination",)),
+    Panel("ppc", "Posterior predictive checks", checks.predictive,
+          ("ppc_models", "ppc_items", "calibration")),
     Panel("anomalies", "Anomalies", checks.anomalies),
-    Panel(
-        "diagnostics",
-        "Diagnostics",
-        diagnostics.diagnostics,
-        ("rhat_ess", "rank_plots", "loss_trace"),
-    ),
+    Panel("diagnostics", "Diagnostics", diagnostics.diagnostics,
+          ("rhat_ess", "rank_plots", "loss_trace")),
     Panel("run", "Run details", run.run_details),
-)
+)  # fmt: skip
 #: Section anchor -> heading, in the order they appear.
 SECTIONS = {panel.anchor: panel.title for panel in PANELS}
 #: Every figure the report can write (stale ones are removed on regeneration).

@@ -61,6 +61,19 @@ def figure(width: float, height: float) -> Figure:
     return fig
 
 
+def panel_row(n: int, width: float, height: float, *, pad: float = 0.0, sharey=False):
+    """A figure of ``n`` panels side by side (at least one), each ``width`` inches wide.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : numpy.ndarray of Axes, shape (max(n, 1),)
+    """
+    k = max(1, n)
+    fig = figure(width * k + pad, height)
+    return fig, fig.subplots(1, k, sharey=sharey, squeeze=False)[0]
+
+
 def tidy(ax, *, grid: str | None = "both", colour: str = GRID, sides=("top", "right")) -> None:
     """Draw a light grid behind the data (axis ``grid``; None for none), hide ``sides``."""
     if grid is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from bayes_dualeval.report.plots.base import BAD, POINT, figure, finite, short, subset, tidy
+from bayes_dualeval.report.plots.base import BAD, POINT, finite, panel_row, short, subset, tidy
 
 
 def observed_vs_replicated(panels: list) -> Figure:
@@ -27,9 +27,7 @@ def observed_vs_replicated(panels: list) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    k = max(1, len(panels))
-    fig = figure(5.0 * k + 0.3, 5.0)
-    axes = fig.subplots(1, k, squeeze=False)[0]
+    fig, axes = panel_row(len(panels), 5.0, 5.0, pad=0.3)
     for ax, spec in zip(axes, panels, strict=False):
         _observed_vs_replicated(ax, **spec)
     return fig
@@ -119,9 +117,7 @@ def calibration(panels: dict) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    k = max(1, len(panels))
-    fig = figure(4.8 * k + 0.4, 4.6)
-    axes = fig.subplots(1, k, squeeze=False)[0]
+    fig, axes = panel_row(len(panels), 4.8, 4.6, pad=0.4)
     for ax, (title, spec) in zip(axes, panels.items(), strict=False):
         t = spec["table"]
         x = t[spec["predicted"]].to_numpy(float)

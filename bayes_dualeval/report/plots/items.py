@@ -15,6 +15,7 @@ from bayes_dualeval.report.plots.base import (
     finite,
     group_colour,
     label_size,
+    panel_row,
     short,
     shown,
     subset,
@@ -144,9 +145,7 @@ def item_curves(
     -------
     matplotlib.figure.Figure
     """
-    k = max(1, len(panels))
-    fig = figure(5.6 * k, 4.8)
-    axes = fig.subplots(1, k, sharey=True, squeeze=False)[0]
+    fig, axes = panel_row(len(panels), 5.6, 4.8, sharey=True)
     for ax, (title, curves) in zip(axes, panels.items(), strict=False):
         for c, curve in enumerate(curves):
             colour = group_colour(c)
