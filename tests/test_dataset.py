@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bayes_dualeval import Dataset, DataWarning, InputError, load
-from bayes_dualeval.data.dataset import normalise_rewards
+from bayes_dualeval.data.tables import normalise_rewards
 
 ARRAYS = [
     "models",
@@ -98,31 +98,32 @@ def test_dataset_is_frozen(ds):
         ds.skipped["new"] = 1
 
 
-def test_dense_static(ds):
-    values, mask, cols = ds.dense("static")
-    assert cols.tolist() == [0, 1, 2]
-    assert values.shape == mask.shape == (3, 3)
+def test_static_cells(ds):
+    cells = ds.static_frame().pivot(index="model", columns="item", values="correct")
+    cells = cells.reindex(index=ds.models, columns=ds.items[ds.static_items])
     expected = np.array([[1, 1, 1], [1, 0, 0], [1, 0, np.nan]])  # columns d_0, d_2, d_1
-    np.testing.assert_array_equal(values, expected)
-    np.testing.assert_array_equal(mask, ~np.isnan(expected))
-    assert mask.sum() == len(ds.static_y)
+    np.testing.assert_array_equal(cells.to_numpy(dtype=float), expected)
 
 
-def test_dense_arena_uses_z(ds):
-    values, mask, cols = ds.dense("arena")
-    assert cols.tolist() == [3, 4]
-    assert mask.tolist() == [[True, False], [True, True], [True, True]]
-    r = np.array([1.0, 2.0, 3.0, 5.0, 7.0])
+def test_arena_cells_carry_z(ds):
+    cells = ds.arena_frame().pivot(index="model", columns="item", values="z")
+    cells = cells.reindex(index=ds.models, columns=ds.items[ds.arena_items]).to_numpy()
+    r = np.array([1.0, 2.0, 3.0, 5.0, 7.0])  # one source: z over all its rewards
     z = (r - r.mean()) / r.std()
-    np.testing.assert_allclose(values[mask], np.sort(z)[[0, 1, 3, 2, 4]])
-    np.testing.assert_allclose(values[:, 0], z[:3])
-    np.testing.assert_allclose(values[1:, 1], z[3:])
-    assert np.isnan(values[0, 1])
+    np.testing.assert_allclose(cells[:, 0], z[:3])
+    np.testing.assert_allclose(cells[1:, 1], z[3:])
+    assert np.isnan(cells[0, 1])  # m1 did not answer p1
 
 
-def test_dense_rejects_unknown_kind(ds):
+def test_only_keeps_one_kind_and_rejects_others(ds):
+    static = ds.only("static")
+    assert static.items.tolist() == ds.items[ds.static_items].tolist()
+    assert len(static.arena_z) == 0 and static.skipped == ds.skipped
+    np.testing.assert_array_equal(static.static_y, ds.static_y)
+    arena = ds.only("arena")
+    np.testing.assert_allclose(arena.arena_z, ds.arena_z)
     with pytest.raises(InputError, match="kind must be one of"):
-        ds.dense("both")
+        ds.only("both")
 
 
 def test_frames_and_counts(ds):
@@ -137,10 +138,8 @@ def test_frames_and_counts(ds):
     itf = ds.item_frame()
     assert itf["n_models"].tolist() == [3, 3, 2, 3, 2]
     assert itf["group"].tolist() == ["static:bench"] * 3 + ["arena:arena"] * 2
-    n = ds.n_obs_per_model()
-    assert n.loc["m1"].tolist() == [3, 1]
-    assert n.loc["m3"].tolist() == [2, 2]
-    assert n["n_static"].sum() == 8 and n["n_arena"].sum() == 5
+    assert sf.groupby("model").size().tolist() == [3, 3, 2]
+    assert af.groupby("model").size().tolist() == [1, 2, 2]
 
 
 def test_summary(ds):

@@ -3,30 +3,28 @@
 A :class:`Dataset` holds the model and item labels (with each item's kind, source and
 domain), long-format index arrays for static labels and arena rewards, and the skip counts
 met while loading. It is built by :func:`load` (files and directories) or
-:meth:`Dataset.from_frames` (pandas DataFrames). NumPy and pandas only.
+:meth:`Dataset.from_frames` (pandas DataFrames), both through the canonical tables of
+:mod:`bayes_dualeval.data.tables`. NumPy and pandas only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.data.readers import ReadReport, parse_rows, read_paths
+from bayes_dualeval.data.readers import ReadReport, read_paths
+from bayes_dualeval.data.tables import (
+    KINDS,
+    check_reward_norm,
+    dataset_fields,
+    frames_to_tables,
+)
 from bayes_dualeval.errors import DataWarning, InputError
-
-REWARD_NORMS = ("source", "global")
-KINDS = ("static", "arena")
-
-
-def _frozen(a, dtype=None) -> np.ndarray:
-    out = np.array(a, dtype=dtype)
-    out.setflags(write=False)
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,86 +116,10 @@ class Dataset:
             If the data cannot be fitted (no rows, fewer than two models, a model left
             with no usable row).
         """
-        if reward_norm not in REWARD_NORMS:
-            raise InputError(f"reward_norm must be one of {REWARD_NORMS}, got {reward_norm!r}")
-        report = report or ReadReport()
-        skipped: Counter = Counter()
-        for name, n in report.missing.items():
-            skipped[f"missing {name}"] += n
-        for name, n in report.invalid.items():
-            skipped[f"invalid {name}"] += n
-        static = _empty("correct") if static is None else static
-        arena = _empty("reward") if arena is None else arena
-
-        static, n_dup_s = _dedupe(static)
-        arena, n_dup_a = _dedupe(arena)
-        if n_dup_s + n_dup_a:
-            skipped["duplicate (model, item)"] += n_dup_s + n_dup_a
-        # Arena prompts answered by one model carry no comparison.
-        counts = arena.groupby("item", sort=False)["model"].transform("size")
-        lonely = counts < 2
-        if lonely.any():
-            skipped["arena prompt answered by one model"] += int(
-                arena.loc[lonely, "item"].nunique()
-            )
-            arena = arena.loc[~lonely]
-        clash = set(static["item"]) & set(arena["item"])
-        if clash:
-            raise InputError(
-                f"item id {sorted(clash)[0]!r} is both a static question and an arena prompt"
-            )
-
-        # the DataWarning is only issued on success, so errors carry the skip counts
-        why = ", ".join(f"{n} {name}" for name, n in skipped.items() if n)
-        why = f" (skipped: {why})" if why else ""
-        if len(static) == 0 and len(arena) == 0:
-            raise InputError(f"no usable rows: nothing to fit{why}")
-        models = np.array(sorted(set(static["model"]) | set(arena["model"])), dtype=object)
-        lost = sorted(report.models_seen - set(models))
-        if lost:
-            raise InputError(
-                f"model {lost[0]!r} has no usable rows"
-                + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "")
-                + why
-            )
-        if len(models) < 2:
-            raise InputError(f"need at least two models to rank, found {len(models)}")
-
-        item_tables = []
-        for kind, table in (("static", static), ("arena", arena)):
-            meta = table.drop_duplicates("item")[["item", "source", "domain"]].copy()
-            meta["kind"] = kind
-            item_tables.append(meta)
-        items = pd.concat(item_tables, ignore_index=True)
-        item_index = pd.Index(items["item"])
-        model_index = pd.Index(models)
-        groups_series = items["kind"] + ":" + items["source"].astype(str)
-        groups, item_group = np.unique(groups_series.to_numpy(dtype=str), return_inverse=True)
-
-        reward = arena["reward"].to_numpy(dtype=np.float64)
-        z = normalise_rewards(reward, arena["source"].to_numpy(dtype=str), reward_norm)
-        for name, n in list(skipped.items()):
-            if n == 0:
-                del skipped[name]
-        ds = cls(
-            models=_frozen(models.astype(str)),
-            items=_frozen(items["item"].to_numpy(dtype=str)),
-            item_kind=_frozen(items["kind"].to_numpy(dtype=str)),
-            item_source=_frozen(items["source"].to_numpy(dtype=str)),
-            item_domain=_frozen(items["domain"].fillna("").to_numpy(dtype=str)),
-            item_group=_frozen(item_group, np.int32),
-            groups=_frozen(groups.astype(str)),
-            static_model=_frozen(model_index.get_indexer(static["model"]), np.int32),
-            static_item=_frozen(item_index.get_indexer(static["item"]), np.int32),
-            static_y=_frozen(static["correct"].to_numpy(), np.int8),
-            arena_model=_frozen(model_index.get_indexer(arena["model"]), np.int32),
-            arena_item=_frozen(item_index.get_indexer(arena["item"]), np.int32),
-            arena_reward=_frozen(reward),
-            arena_z=_frozen(z),
-            reward_norm=reward_norm,
-            skipped=MappingProxyType(dict(skipped)),
-            files=tuple(report.files),
+        fields = dataset_fields(
+            static, arena, reward_norm=reward_norm, report=report or ReadReport()
         )
+        ds = cls(**{**fields, "skipped": MappingProxyType(fields["skipped"])})
         if ds.skipped:
             detail = ", ".join(f"{n} {name}" for name, n in ds.skipped.items())
             warnings.warn(f"skipped while loading: {detail}", DataWarning, stacklevel=3)
@@ -242,38 +164,10 @@ class Dataset:
         >>> Dataset.from_frames(static=static).items.tolist()
         ['frame::qa_0']
         """
-        report = ReadReport()
-        tables = {}
-        for kind, frame in (("static", static), ("arena", arena)):
-            if frame is None or len(frame) == 0:
-                continue
-            records = []
-            frame = frame.copy()
-            if "source" not in frame:
-                frame["source"] = source
-            for src, part in frame.groupby("source", sort=False):
-                rows = (
-                    (n + 1, {k: (None if _isna(v) else v) for k, v in row.items()})
-                    for n, row in enumerate(part.drop(columns="source").to_dict("records"))
-                )
-                got, recs = parse_rows(
-                    rows,
-                    source=str(src),
-                    folder_domain="",
-                    where=f"{kind} frame (source {src})",
-                    skip_invalid=skip_invalid,
-                    report=report,
-                )
-                if got is not None and got != kind:
-                    raise InputError(f"the {kind} frame holds {got} rows")
-                records.extend(recs)
-            value = "correct" if kind == "static" else "reward"
-            tables[kind] = pd.DataFrame.from_records(
-                records, columns=["model", "item", "source", "domain", "line", value]
-            )
-        return cls.from_tables(
-            tables.get("static"), tables.get("arena"), reward_norm=reward_norm, report=report
+        static, arena, report = frames_to_tables(
+            static, arena, source=source, skip_invalid=skip_invalid
         )
+        return cls.from_tables(static, arena, reward_norm=reward_norm, report=report)
 
     def only(self, kind: str) -> Dataset:
         """The same data restricted to one kind (``static`` or ``arena``).
@@ -291,7 +185,7 @@ class Dataset:
                 reward_norm=self.reward_norm,
                 report=report,
             )
-        object.__setattr__(out, "skipped", self.skipped)
+        out = dataclasses.replace(out, skipped=self.skipped)
         if len(out.models) != len(self.models):
             missing = sorted(set(self.models) - set(out.models))
             raise InputError(f"model {missing[0]!r} has no {kind} rows")
@@ -360,46 +254,6 @@ class Dataset:
             }
         )
 
-    def dense(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Dense model x item view of one kind.
-
-        Parameters
-        ----------
-        kind : {"static", "arena"}
-            ``static`` gives the 0/1 labels, ``arena`` the normalised rewards z.
-
-        Returns
-        -------
-        values : numpy.ndarray of float64, shape (n_models, n_kind_items)
-            The values, NaN where missing.
-        mask : numpy.ndarray of bool, shape (n_models, n_kind_items)
-            True where observed.
-        items : numpy.ndarray of int, shape (n_kind_items,)
-            The item index of each column.
-        """
-        if kind not in KINDS:
-            raise InputError(f"kind must be one of {KINDS}, got {kind!r}")
-        cols = self.static_items if kind == "static" else self.arena_items
-        col_of = np.full(self.n_items, -1)
-        col_of[cols] = np.arange(len(cols))
-        if kind == "static":
-            rows, items, vals = self.static_model, self.static_item, self.static_y
-        else:
-            rows, items, vals = self.arena_model, self.arena_item, self.arena_z
-        values = np.full((self.n_models, len(cols)), np.nan)
-        values[rows, col_of[items]] = vals
-        return values, ~np.isnan(values), cols
-
-    def n_obs_per_model(self) -> pd.DataFrame:
-        """Static labels and arena rewards per model (``n_static``, ``n_arena``)."""
-        return pd.DataFrame(
-            {
-                "n_static": np.bincount(self.static_model, minlength=self.n_models),
-                "n_arena": np.bincount(self.arena_model, minlength=self.n_models),
-            },
-            index=pd.Index(self.models, name="model"),
-        )
-
     def summary_dict(self) -> dict:
         """Machine-readable summary (sizes, coverage, skip counts)."""
         per_source = {}
@@ -458,60 +312,6 @@ class Dataset:
         )
 
 
-def normalise_rewards(reward: np.ndarray, source: np.ndarray, how: str) -> np.ndarray:
-    """Z-normalise rewards per source or globally.
-
-    Parameters
-    ----------
-    reward : numpy.ndarray, shape (n,)
-        Raw rewards.
-    source : numpy.ndarray of str, shape (n,)
-        Source tag of each reward.
-    how : {"source", "global"}
-        ``source`` standardises within each source (each usually has its own reward
-        model); ``global`` uses one mean and standard deviation for all rewards.
-
-    Returns
-    -------
-    numpy.ndarray, shape (n,)
-        ``(r - mean) / sd``; a group with zero spread gets z = 0.
-    """
-    if len(reward) == 0:
-        return reward.astype(np.float64)
-    keys = np.zeros(len(reward), dtype=np.int64)
-    if how == "source":
-        _, keys = np.unique(source, return_inverse=True)
-    n = np.bincount(keys).astype(np.float64)
-    # z is scale-free: divide each group by its largest |r| so that sums and squares of huge
-    # (but finite) rewards cannot overflow to inf/NaN
-    scale = np.zeros(len(n))
-    np.maximum.at(scale, keys, np.abs(reward))
-    reward = reward / np.where(scale > 0, scale, 1.0)[keys]
-    mean = np.bincount(keys, weights=reward) / n
-    dev = reward - mean[keys]
-    sd = np.sqrt(np.bincount(keys, weights=dev**2) / n)
-    safe = np.where(sd > 0, sd, 1.0)
-    return dev / safe[keys]
-
-
-def _isna(v) -> bool:
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def _empty(value: str) -> pd.DataFrame:
-    return pd.DataFrame(
-        {c: pd.Series(dtype=object) for c in ["model", "item", "source", "domain", value]}
-    )
-
-
-def _dedupe(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    keep = ~table.duplicated(["model", "item"], keep="last")
-    return table.loc[keep].reset_index(drop=True), int((~keep).sum())
-
-
 def load(paths, *, reward_norm: str = "source", skip_invalid: bool = False) -> Dataset:
     """Load static and arena files into a :class:`Dataset`.
 
@@ -548,7 +348,6 @@ def load(paths, *, reward_norm: str = "source", skip_invalid: bool = False) -> D
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
     paths = list(paths)
-    if reward_norm not in REWARD_NORMS:
-        raise InputError(f"reward_norm must be one of {REWARD_NORMS}, got {reward_norm!r}")
+    check_reward_norm(reward_norm)
     static, arena, report = read_paths(paths, skip_invalid=skip_invalid)
     return Dataset.from_tables(static, arena, reward_norm=reward_norm, report=report)
