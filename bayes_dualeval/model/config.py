@@ -105,11 +105,14 @@ class ModelConfig:
         Reward likelihood: ``sigma ~ HalfNormal(sigma_scale)``.
     level_loc_scale : float
         Arena level term: ``c_s ~ Normal(0, level_loc_scale)``.
-    guess_mean, guess_strength : float
-        3PL/4PL: ``c_q ~ Beta(guess_mean k, (1 - guess_mean) k)`` with ``k =
-        guess_strength``; 0.25 suits four-option multiple choice.
-    ceiling_mean, ceiling_strength : float
-        4PL: ``d_q ~ Beta(ceiling_mean k, (1 - ceiling_mean) k)``, ``k = ceiling_strength``.
+    guess_mean, guess_strength, guess_concentration : float
+        3PL/4PL: the mean guessing level of an item group ``mu_c ~ Beta(m k, (1 - m) k)``
+        with ``m = guess_mean`` (0.25 suits four-option multiple choice) and ``k =
+        guess_strength``; each floor ``c_q ~ Beta(mu_c k_c, (1 - mu_c) k_c)``, ``k_c =
+        guess_concentration`` (hierarchical item prior; independent: ``c_q ~ Beta(m k,
+        (1 - m) k)``).
+    ceiling_mean, ceiling_strength, ceiling_concentration : float
+        4PL: the same for the upper asymptote ``d_q`` (around ``mu_d``).
     description : str
         One line on what the specification is for.
     """
@@ -165,9 +168,21 @@ class ModelConfig:
     sigma_scale: float = _prior(1.0, "Reward likelihood: HalfNormal scale of sigma.", _POSITIVE)
     level_loc_scale: float = _prior(1.0, "Arena level term: prior sd of c_s.", _POSITIVE)
     guess_mean: float = _prior(0.25, "3PL/4PL: prior mean of the guessing floor c_q.", _UNIT)
-    guess_strength: float = _prior(20.0, "3PL/4PL: Beta prior strength of c_q.", _POSITIVE)
+    guess_strength: float = _prior(
+        20.0, "3PL/4PL: Beta prior strength of the mean guessing level.", _POSITIVE
+    )
+    guess_concentration: float = _prior(
+        50.0,
+        "3PL/4PL, hierarchical: Beta concentration of c_q around its group's level.",
+        _POSITIVE,
+    )
     ceiling_mean: float = _prior(0.95, "4PL: prior mean of the upper asymptote d_q.", _UNIT)
-    ceiling_strength: float = _prior(20.0, "4PL: Beta prior strength of d_q.", _POSITIVE)
+    ceiling_strength: float = _prior(
+        20.0, "4PL: Beta prior strength of the mean upper asymptote.", _POSITIVE
+    )
+    ceiling_concentration: float = _prior(
+        50.0, "4PL, hierarchical: Beta concentration of d_q around its level.", _POSITIVE
+    )
     description: str = ""
 
     def __post_init__(self):

@@ -98,8 +98,11 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
     if config.mode != "bt":
         if config.item_prior == "hierarchical":
             names += ["mu_b", "sigma_b"]
-            if links.get(config.irt).slope:
+            link = links.get(config.irt)
+            if link.slope:
                 names += ["mu_log_a", "sigma_log_a"]
+            if inputs.n_static_items:
+                names += ["mu_c"] * link.floor + ["mu_d"] * link.ceiling
         if inputs.has_arena:
             names.append("gamma")
             if config.arena_likelihood == "reward":

@@ -128,11 +128,16 @@ def _draw(name: str, loc, scale, centred, *, shift=0.0, stretch=1.0):
 def asymptotes(inputs: ModelInputs, config: ModelConfig):
     """Sample the guessing floor ``c`` (3PL, 4PL) and upper asymptote ``d`` (4PL).
 
-    Only static questions have them: ``c_q ~ Beta(m k, (1 - m) k)`` with ``m =
-    guess_mean``, ``k = guess_strength``, and ``d_q ~ Beta`` likewise from
-    ``ceiling_mean``, ``ceiling_strength``; the sites ``c_static``, ``d_static`` hold the
-    static questions' values (plate ``static_item``) and the deterministic ``c``, ``d``
-    spread them over every item (0 and 1 on arena prompts, which have no answer to guess).
+    Only static questions have them. Under the hierarchical item prior the floors of each
+    item group share a mean guessing level, ``mu_c[g] ~ Beta(m k, (1 - m) k)`` (``m =
+    guess_mean``, ``k = guess_strength``), and ``c_q ~ Beta(mu_c k_c, (1 - mu_c) k_c)``
+    around it (``k_c = guess_concentration``): one item's few responses say little about
+    its own floor, but hundreds of items together pin the level down. Under the
+    independent prior ``c_q ~ Beta(m k, (1 - m) k)`` directly. Ceilings likewise
+    (``mu_d``, ``ceiling_mean``, ``ceiling_strength``, ``ceiling_concentration``). The
+    sites ``c_static``, ``d_static`` hold the static questions' values (plate
+    ``static_item``); the deterministic ``c``, ``d`` spread them over every item (0 and 1
+    on arena prompts, which have no answer to guess).
 
     Returns
     -------
@@ -141,15 +146,24 @@ def asymptotes(inputs: ModelInputs, config: ModelConfig):
     link = links.get(config.irt)
     if not link.asymptotes or inputs.n_static_items == 0:
         return None, None
+    group = inputs.item_group[inputs.static_items]
     out = []
-    for name, on, mean, strength, rest in (
-        ("c", link.floor, config.guess_mean, config.guess_strength, 0.0),
-        ("d", link.ceiling, config.ceiling_mean, config.ceiling_strength, 1.0),
-    ):
+    for name, on, mean, strength, concentration, rest in (
+        ("c", link.floor, config.guess_mean, config.guess_strength,
+         config.guess_concentration, 0.0),
+        ("d", link.ceiling, config.ceiling_mean, config.ceiling_strength,
+         config.ceiling_concentration, 1.0),
+    ):  # fmt: skip
         if not on:
             out.append(None)
             continue
-        prior = dist.Beta(mean * strength, (1.0 - mean) * strength)
+        level = dist.Beta(mean * strength, (1.0 - mean) * strength)
+        if config.item_prior == "hierarchical":
+            with numpyro.plate("group", inputs.n_groups):
+                mu = numpyro.sample(f"mu_{name}", level)[group]
+            prior = dist.Beta(mu * concentration, (1.0 - mu) * concentration)
+        else:
+            prior = level
         with numpyro.plate("static_item", inputs.n_static_items):
             value = numpyro.sample(f"{name}_static", prior)
         full = jnp.full(inputs.n_items, rest).at[inputs.static_items].set(value)

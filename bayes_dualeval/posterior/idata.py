@@ -36,6 +36,8 @@ SITE_DIMS = {
     "c": ("item",),
     "d": ("item",),
     "c_static": ("static_item",),
+    "mu_c": ("group",),
+    "mu_d": ("group",),
     "d_static": ("static_item",),
     "b_raw": ("item",),
     "b_rel": ("item",),
