@@ -20,11 +20,14 @@ import pandas as pd
 from bayes_dualeval.data.readers import ReadReport, read_paths
 from bayes_dualeval.data.tables import (
     KINDS,
+    REWARD_NORMS,
     check_reward_norm,
     dataset_fields,
     frames_to_tables,
 )
 from bayes_dualeval.errors import DataWarning, InputError
+
+__all__ = ["KINDS", "REWARD_NORMS", "Dataset", "load"]
 
 
 @dataclass(frozen=True, eq=False)
