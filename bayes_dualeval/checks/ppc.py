@@ -214,48 +214,47 @@ def posterior_predictive(
 
 def _static_models(ds: Dataset, static, ci: float) -> dict:
     """Per model: observed accuracy against its replicated accuracies."""
-    m = ds.n_models
     if static is None:
-        nan_m = np.full(m, np.nan)
-        return dict(
-            static_observed=nan_m, static_rep_mean=nan_m, static_rep_lo=nan_m,
-            static_rep_hi=nan_m, static_outside=np.zeros(m, bool), n_static=np.zeros(m, int),
-        )  # fmt: skip
-    n_static = np.bincount(ds.static_model, minlength=m).astype(np.float64)
+        return _model_columns("static", ds.n_models)
+    n_static = np.bincount(ds.static_model, minlength=ds.n_models).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        acc_obs = np.bincount(ds.static_model, weights=ds.static_y, minlength=m) / n_static
+        acc_obs = np.bincount(ds.static_model, weights=ds.static_y, minlength=ds.n_models)
+        acc_obs = acc_obs / n_static
         acc_rep = static.model_correct / n_static
     # accuracies are discrete: an interval end is an attainable value
-    lo, hi = np.quantile(acc_rep, [(1 - ci) / 2, (1 + ci) / 2], axis=0, method="inverted_cdf")
-    return dict(
-        static_observed=acc_obs,
-        static_rep_mean=acc_rep.mean(axis=0),
-        static_rep_lo=lo,
-        static_rep_hi=hi,
-        static_outside=(acc_obs < lo) | (acc_obs > hi),
-        n_static=n_static.astype(int),
-    )
+    return _model_columns("static", ds.n_models, acc_obs, acc_rep, n_static, ci, "inverted_cdf")
 
 
 def _arena_models(ds: Dataset, arena, ci: float) -> dict:
     """Per model: observed arena statistic (win share or mean reward) against replicates."""
-    m = ds.n_models
     if arena is None:
-        nan_m = np.full(m, np.nan)
-        return dict(
-            arena_observed=nan_m, arena_rep_mean=nan_m, arena_rep_lo=nan_m,
-            arena_rep_hi=nan_m, arena_outside=np.zeros(m, bool), n_arena=np.zeros(m, int),
-        )  # fmt: skip
-    obs, reps = arena.model_observed, arena.model_reps
-    lo, hi = np.quantile(reps, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
-    return dict(
-        arena_observed=obs,
-        arena_rep_mean=reps.mean(axis=0),
-        arena_rep_lo=lo,
-        arena_rep_hi=hi,
-        arena_outside=(obs < lo) | (obs > hi),
-        n_arena=arena.model_count.astype(int),
+        return _model_columns("arena", ds.n_models)
+    return _model_columns(
+        "arena", ds.n_models, arena.model_observed, arena.model_reps, arena.model_count, ci
     )
+
+
+def _model_columns(
+    kind: str, n_models: int, observed=None, reps=None, count=None, ci=0.95, method="linear"
+) -> dict:
+    """``{kind}_observed, _rep_mean, _rep_lo, _rep_hi, _outside`` and ``n_{kind}`` per model.
+
+    ``reps`` (replicates x models) None: the run has no such data (NaN, no cells).
+    """
+    if reps is None:
+        observed = mean = lo = hi = np.full(n_models, np.nan)
+        count = np.zeros(n_models)
+    else:
+        mean = reps.mean(axis=0)
+        lo, hi = np.quantile(reps, [(1 - ci) / 2, (1 + ci) / 2], axis=0, method=method)
+    return {
+        f"{kind}_observed": observed,
+        f"{kind}_rep_mean": mean,
+        f"{kind}_rep_lo": lo,
+        f"{kind}_rep_hi": hi,
+        f"{kind}_outside": (observed < lo) | (observed > hi),
+        f"n_{kind}": count.astype(int),
+    }
 
 
 def _static_items(ds: Dataset, static, ci: float) -> pd.DataFrame:
