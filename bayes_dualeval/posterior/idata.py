@@ -11,8 +11,6 @@ domain, so ``az.summary`` and ``az.plot_forest`` read well.
 
 from __future__ import annotations
 
-import json
-
 import arviz as az
 import jax
 import jax.numpy as jnp
@@ -49,6 +47,11 @@ SITE_DIMS = {
     "sigma_log_a": ("group",),
     "level_c": ("arena_source",),
 }
+#: Item labels kept as constant data; the first three also label the posterior's items.
+ITEM_LABELS = ("item_kind", "item_source", "item_domain", "item_group")
+#: Dimensions of one entry per observed cell: labelled by model and item, not by an index
+#: (ArviZ's default 0..n-1 coordinate would add two integers per cell to the file).
+CELL_DIMS = ("static_cell", "arena_cell")
 #: Largest pointwise log-likelihood array kept per cell (draws x cells); above it the
 #: static term is stored per item instead.
 MAX_POINTWISE = 60_000_000
@@ -158,7 +161,7 @@ def pointwise_loglik(
 def to_inference_data(
     draws: Draws, dataset: Dataset, inputs: ModelInputs, config: ModelConfig
 ) -> az.InferenceData:
-    """Build the run's :class:`arviz.InferenceData`.
+    """Build the run's :class:`arviz.InferenceData` (with :func:`arviz.from_dict`).
 
     Parameters
     ----------
@@ -174,89 +177,75 @@ def to_inference_data(
     -------
     arviz.InferenceData
     """
-    coords = _coords(dataset)
     samples = dict(draws.samples)
     samples["theta_centred"] = samples["theta"] - samples["theta"].mean(axis=-1, keepdims=True)
-    post = {}
-    for name, value in samples.items():
-        dims = ("chain", "draw", *SITE_DIMS.get(name, ()))
-        if value.ndim != len(dims):
-            dims = ("chain", "draw", *[f"{name}_dim_{k}" for k in range(value.ndim - 2)])
-        post[name] = (dims, np.asarray(value))
-    n_chain, n_draw = samples["theta"].shape[:2]
-    base = {"chain": np.arange(n_chain), "draw": np.arange(n_draw)}
-    used = {d for dims, _ in post.values() for d in dims}
-    post_coords = {**base, **{k: v for k, v in coords.items() if k in used}}
-    if "item" in used:
-        post_coords.update(
-            item_kind=("item", dataset.item_kind),
-            item_source=("item", dataset.item_source),
-            item_domain=("item", dataset.item_domain),
-        )
-    posterior = xr.Dataset(post, coords=post_coords)
-    groups = {"posterior": posterior}
-    if draws.stats:
-        groups["sample_stats"] = xr.Dataset(
-            {k: (("chain", "draw"), np.asarray(v)) for k, v in draws.stats.items()}, coords=base
-        )
-    observed = {}
-    obs_coords = {}
-    if inputs.has_static:
-        observed["static_y"] = ("static_cell", dataset.static_y.astype(np.int8))
-        obs_coords["static_model"] = ("static_cell", dataset.models[dataset.static_model])
-        obs_coords["static_item"] = ("static_cell", dataset.items[dataset.static_item])
-    if inputs.has_arena:
-        observed["arena_z"] = ("arena_cell", dataset.arena_z)
-        observed["arena_reward"] = ("arena_cell", dataset.arena_reward)
-        obs_coords["arena_model"] = ("arena_cell", dataset.models[dataset.arena_model])
-        obs_coords["arena_item"] = ("arena_cell", dataset.items[dataset.arena_item])
+    dims = {
+        name: list(SITE_DIMS[name])
+        for name, value in samples.items()
+        if name in SITE_DIMS and value.ndim == 2 + len(SITE_DIMS[name])
+    }
+    observed, observed_dims, cell_labels = _observed(dataset, inputs)
+    idata = az.from_dict(
+        posterior=samples,
+        sample_stats=draws.stats or None,
+        observed_data=observed or None,
+        constant_data={
+            "item_kind": dataset.item_kind,
+            "item_source": dataset.item_source,
+            "item_domain": dataset.item_domain,
+            "item_group": dataset.groups[dataset.item_group],
+        },
+        coords=_coords(dataset),
+        dims={**dims, **observed_dims, **dict.fromkeys(ITEM_LABELS, ["item"])},
+        posterior_attrs=DualEvalModel(config).to_attrs(),
+    )
+    if "item" in idata.posterior.dims:
+        labels = {name: ("item", getattr(dataset, name)) for name in ITEM_LABELS[:3]}
+        idata.posterior = idata.posterior.assign_coords(labels)
     if observed:
-        groups["observed_data"] = xr.Dataset(observed, coords=obs_coords)
+        observed_data = idata.observed_data.drop_vars(CELL_DIMS, errors="ignore")
+        idata.observed_data = observed_data.assign_coords(cell_labels)
+    n_chain, n_draw = samples["theta"].shape[:2]
     keep = loglik_draws(n_chain, n_draw, inputs)
     if keep is not None:
         samples = {k: samples[k][:, keep] for k in LOGLIK_SITES if k in samples}
+    loglik = _log_likelihood(samples, dataset, inputs, config, keep)
+    if loglik is not None:
+        idata.add_groups(log_likelihood=loglik)
+    return idata
+
+
+def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:
+    """Observed cells, their dims, and the model and item label of each cell."""
+    observed, dims, labels = {}, {}, {}
+    if inputs.has_static:
+        observed["static_y"] = dataset.static_y.astype(np.int8)
+        dims["static_y"] = ["static_cell"]
+        labels["static_model"] = ("static_cell", dataset.models[dataset.static_model])
+        labels["static_item"] = ("static_cell", dataset.items[dataset.static_item])
+    if inputs.has_arena:
+        observed["arena_z"] = dataset.arena_z
+        observed["arena_reward"] = dataset.arena_reward
+        dims["arena_z"] = dims["arena_reward"] = ["arena_cell"]
+        labels["arena_model"] = ("arena_cell", dataset.models[dataset.arena_model])
+        labels["arena_item"] = ("arena_cell", dataset.items[dataset.arena_item])
+    return observed, dims, labels
+
+
+def _log_likelihood(samples, dataset, inputs, config, keep) -> xr.Dataset | None:
+    """The ``log_likelihood`` group: draws ``keep`` (None: all) of the pointwise terms."""
     ll = pointwise_loglik(samples, inputs, config)
-    loglik = {}
-    ll_coords = {"chain": base["chain"], "draw": base["draw"] if keep is None else keep}
+    loglik, dims = {}, {}
+    coords = {"item": dataset.items, "prompt": dataset.items[dataset.arena_items]}
+    if keep is not None:
+        coords["draw"] = keep
     if "static" in ll:
-        if ll["per_item_static"]:
-            loglik["static"] = (("chain", "draw", "item"), ll["static"])
-            ll_coords["item"] = dataset.items
-        else:
-            loglik["static"] = (("chain", "draw", "static_cell"), ll["static"])
+        loglik["static"] = ll["static"]
+        dims["static"] = ["item"] if ll["per_item_static"] else ["static_cell"]
     if "arena" in ll:
-        prompts = dataset.arena_items
-        loglik["arena"] = (("chain", "draw", "prompt"), ll["arena"][..., prompts])
-        ll_coords["prompt"] = dataset.items[prompts]
-    if loglik:
-        groups["log_likelihood"] = xr.Dataset(loglik, coords=ll_coords)
-    groups["constant_data"] = xr.Dataset(
-        {
-            "item_kind": ("item", dataset.item_kind),
-            "item_source": ("item", dataset.item_source),
-            "item_domain": ("item", dataset.item_domain),
-            "item_group": ("item", dataset.groups[dataset.item_group]),
-        },
-        coords={"item": dataset.items},
-    )
-    groups["posterior"].attrs.update(DualEvalModel(config).to_attrs())
-    return az.InferenceData(**groups)
-
-
-def model_config_of(idata) -> ModelConfig | None:
-    """The specification recorded in a run's posterior (None for runs that predate it)."""
-    text = idata.posterior.attrs.get("model_config")
-    if not text:
+        loglik["arena"] = ll["arena"][..., dataset.arena_items]
+        dims["arena"] = ["prompt"]
+    if not loglik:
         return None
-    return ModelConfig().replace(**json.loads(text))
-
-
-def arena_levels_identified(idata) -> bool:
-    """Whether the run's arena difficulties and discriminations are identified.
-
-    They are not when the specification has no arena level term (``arena_level = "none"``,
-    e.g. ``dualeval-offsets``, ``dualeval-paper``): pairs only see differences within a
-    prompt. Runs that predate the recorded specification count as identified.
-    """
-    config = model_config_of(idata)
-    return config is None or config.arena_levels_identified
+    group = az.from_dict(log_likelihood=loglik, coords=coords, dims=dims).log_likelihood
+    return group.drop_vars(CELL_DIMS, errors="ignore")
