@@ -357,7 +357,9 @@ def test_real_fits_of_other_modes(tmp_path):
         assert_self_contained(text)
 
 
-def test_many_models_with_long_names(tmp_path):
+def test_many_models_with_long_names(tmp_path, monkeypatch):
+    # the panels that label models (item panels do not grow with them)
+    only_panels(monkeypatch, "leaderboard", "abilities", "ranks", "wright", "ppc", "diagnostics")
     n = 64
     names = [
         f"org-{k:02d}/an-extremely-long-model-name-with-a-version-suffix-v{k}.{k % 7}-chat"
@@ -570,6 +572,7 @@ def test_item_curves_use_the_runs_link(irt):
 
 
 def test_a_failing_panel_becomes_a_note_and_a_warning(nuts_like, tmp_path, monkeypatch):
+    only_panels(monkeypatch, "wright", "icc")
     result = nuts_like[0]
 
     def broken(*args, **kwargs):
