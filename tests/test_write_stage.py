@@ -11,9 +11,8 @@ import h5py
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import special
 
-from bayes_dualeval.checks import anomalies, budget, item_table, posterior_predictive
+from bayes_dualeval.checks import budget, item_table, posterior_predictive
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.sampling import Draws
@@ -68,44 +67,6 @@ def test_item_table_reuses_a_matching_ppc(run_data):
     pd.testing.assert_frame_equal(other, item_table(idata, ds, ci=0.8, **{**kw, "seed": 4}))
 
 
-def test_static_cells_match_a_direct_computation(run_data):
-    ds, idata, pairs = run_data
-    cells = anomalies(idata, ds, pairs, max_draws=10_000)  # every draw
-    theta = idata.posterior["theta"].values.reshape(-1, ds.n_models).astype(np.float64)
-    b = idata.posterior["b"].values.reshape(-1, ds.n_items).astype(np.float64)
-    a = idata.posterior["a"].values.reshape(-1, ds.n_items).astype(np.float64)
-    m, q, y = ds.static_model, ds.static_item, ds.static_y
-    p = special.expit(a[:, q] * (theta[:, m] - b[:, q])).mean(axis=0)
-    tail = np.where(y > 0, p, 1.0 - p)
-    st = cells[cells["kind"] == "static"].set_index(["model", "item"])
-    key = pd.MultiIndex.from_arrays([ds.models[m], ds.items[q]])
-    np.testing.assert_allclose(st.loc[key, "expected"], p, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(st.loc[key, "ppp"], tail, rtol=1e-4, atol=1e-9)
-
-
-def test_arena_cells_match_a_direct_computation(run_data):
-    ds, idata, pairs = run_data
-    cells = anomalies(idata, ds, pairs, max_draws=10_000)
-    theta = idata.posterior["theta"].values.reshape(-1, ds.n_models).astype(np.float64)
-    b = idata.posterior["b"].values.reshape(-1, ds.n_items).astype(np.float64)
-    a = idata.posterior["a"].values.reshape(-1, ds.n_items).astype(np.float64)
-    gamma = idata.posterior["gamma"].values.reshape(-1).astype(np.float64)
-    m, q = ds.arena_model, ds.arena_item
-    p = special.expit(a[:, q] * (theta[:, m] - b[:, q]))
-    keep = ~pairs.both_bad
-    ri, rj = pairs.row_i[keep], pairs.row_j[keep]
-    s = special.expit(gamma[:, None] * (p[:, ri] - p[:, rj]))
-    n_cells = len(ds.arena_z)
-    wins = np.stack(
-        [np.bincount(ri, w, n_cells) + np.bincount(rj, 1 - w, n_cells) for w in s]
-    ).mean(axis=0)
-    used = np.bincount(ri, minlength=n_cells) + np.bincount(rj, minlength=n_cells) > 0
-    ar = cells[cells["kind"] == "arena"].set_index(["model", "item"])
-    key = pd.MultiIndex.from_arrays([ds.models[m[used]], ds.items[q[used]]])
-    assert len(ar) == used.sum()
-    np.testing.assert_allclose(ar.loc[key, "expected"], wins[used], rtol=1e-4, atol=1e-4)
-
-
 def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch):
     ds, idata, pairs = run_data
     full = posterior_predictive(idata, ds, pairs, max_draws=100)
@@ -115,9 +76,6 @@ def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch
     cut = posterior_predictive(idata, ds, pairs, max_draws=100)
     assert full.summary["draws_arena"] == 100 and cut.summary["draws_arena"] == 30
     assert cut.summary["replicates"] >= budget.MIN_REPLICATES
-    for ppc in (full, cut):
-        assert ppc.anomalies["p_value"].between(0, 1).all()
-        assert ppc.anomalies["q_value"].between(0, 1).all()
     # fewer draws, the same posterior: the checks agree up to Monte Carlo noise
     a = full.anomalies.set_index(["model", "item"])["expected"]
     b = cut.anomalies.set_index(["model", "item"])["expected"].reindex(a.index)
