@@ -3,7 +3,7 @@
 For each seed, a static-only benchmark is simulated (``--models`` x ``--items``), ``--share``
 of its cells are flipped from failure to success among those that the true model predicts
 as failures (true p below ``--max-p``), the model is fitted (short NUTS by default) and the
-cells are scored by :func:`bayes_dualeval.checks.ppc.anomalies`. Printed per seed: the AUROC of
+cells are scored by :func:`bayes_dualeval.checks.anomalies`. Printed per seed: the AUROC of
 our score (the signed standardised residual), of ``1 - ppp``, of the baseline
 ``y (1 - acc_model * acc_item)`` from empirical accuracies, and of the oracle
 ``y (1 - p_true)``; the ratio ours / baseline; and how many cells have q < 0.05.

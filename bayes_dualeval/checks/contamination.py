@@ -4,7 +4,7 @@ Static data are simulated with known truth; a share of the cells that the true m
 predicts as failures (true ``p`` below ``max_p``) and that were observed as failures are
 flipped to successes, as leaked test items would be; the model is fitted and the cells
 are scored. :func:`contamination_study` returns the AUROC of the fitted model's anomaly
-score (the signed standardised residual of :func:`bayes_dualeval.checks.ppc.anomalies`: large
+score (the signed standardised residual of :func:`bayes_dualeval.checks.anomalies`: large
 for surprising successes) against the simple baseline ``y (1 - acc_model * acc_item)`` of
 empirical accuracies. Used by ``tests/test_checks.py`` and
 ``scripts/contamination_study.py``.

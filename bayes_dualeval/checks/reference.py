@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
+from bayes_dualeval.model import links
+
 
 def mml_2pl(y: np.ndarray, *, nodes: int = 61):
     """Marginal maximum likelihood estimates of a complete 2PL response matrix.
@@ -34,8 +36,8 @@ def mml_2pl(y: np.ndarray, *, nodes: int = 61):
 
     def nll_ab(params):
         a, b = params[:n_items], params[n_items:]
-        eta = a[None, :] * (x_nodes[:, None] - b[None, :])  # (K, Q)
-        logp, log1mp = -np.logaddexp(0, -eta), -np.logaddexp(0, eta)
+        eta = links.eta(x_nodes[:, None], b[None, :], a[None, :])  # (K, Q)
+        logp, log1mp = links.log_probabilities(eta)
         ll = y @ logp.T + (1 - y) @ log1mp.T  # (N, K)
         top = ll.max(axis=1, keepdims=True)
         return -np.sum(top[:, 0] + np.log(np.exp(ll - top) @ weights))
