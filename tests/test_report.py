@@ -7,6 +7,7 @@ convergence checks), so NUTS-only panels are tested without sampling.
 
 import builtins
 import dataclasses
+import io
 import re
 import shutil
 import struct
@@ -432,6 +433,7 @@ def test_fit_writes_the_run_without_reading_it_back(map_run, tmp_path, monkeypat
         raise AssertionError("the fit's write path loaded the run")
 
     monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(io, "open", spy_open)  # pathlib's read_text and read_bytes
     monkeypatch.setattr(h5py, "File", spy_h5)
     monkeypatch.setattr(load, "load_run", no_loading)
     monkeypatch.setattr(pd, "read_csv", no_loading)
