@@ -2,7 +2,7 @@ r"""Posterior-predictive checks and surprising cells of a fitted run.
 
 Three public entry points (with :func:`~bayes_dualeval.checks.item_table`), all reading
 an :class:`arviz.InferenceData` from :func:`bayes_dualeval.runs.fit.fit` (or
-:func:`bayes_dualeval.runs.fit.load_run`) together with the
+:func:`bayes_dualeval.runs.load.load_run`) together with the
 :class:`~bayes_dualeval.data.dataset.Dataset` it was fitted to:
 
 * :func:`anomalies`: every model-item cell with its observed and expected value, a
@@ -317,7 +317,7 @@ def anomalies(
     Parameters
     ----------
     idata : arviz.InferenceData
-        The run's posterior (:attr:`FitResult.idata` or :func:`~bayes_dualeval.runs.fit.load_run`).
+        The run's posterior (:attr:`FitResult.idata`, or from :mod:`bayes_dualeval.runs.load`).
     dataset : Dataset
         The data the run was fitted to (restricted to the fitted kinds if it holds more).
     pairs : Pairs, optional

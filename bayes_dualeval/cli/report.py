@@ -33,17 +33,11 @@ def report(run_dir, ci):
 
     from pathlib import Path
 
-    from bayes_dualeval.report.document import dataset_from_idata, write_report
     from bayes_dualeval.runs import output
-    from bayes_dualeval.runs.fit import load_run, write_diagnostics
+    from bayes_dualeval.runs.load import load_result
 
-    idata, diagnostics = load_run(run_dir)
-    ci = float(ci if ci is not None else diagnostics.get("ci") or 0.95)
-    dataset = dataset_from_idata(idata, reward_norm=diagnostics.get("data", {}).get("reward_norm"))
-    ppc, tables = output.rewrite_tables(run_dir, idata, diagnostics, dataset, ci=ci)
-    write_diagnostics(run_dir, diagnostics)
-    written = write_report(run_dir, idata, diagnostics, dataset, ci=ci, ppc=ppc)
+    written = output.rewrite(load_result(run_dir), run_dir, ci=ci)  # ci None: the run's level
     figures = [p for p in written if p.suffix == ".png"]
-    for path in [*tables, *(p for p in written if p.suffix != ".png")]:
+    for path in (p for p in written if p.suffix != ".png"):
         click.echo(f"wrote {path}")
     click.echo(f"wrote {len(figures)} figures in {Path(run_dir) / 'figures'}")
