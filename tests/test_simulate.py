@@ -99,8 +99,8 @@ def test_missing_fraction(tmp_path):
     write(tmp_path, static, arena, truth)
     ds = _load(tmp_path)
     assert len(ds.static_y) == len(static)
-    cells = ds.dense("static")[1].mean()
-    assert cells == pytest.approx(0.7, abs=0.03)
+    static_items = np.unique(ds.static_item)
+    assert len(ds.static_y) / (ds.n_models * len(static_items)) == pytest.approx(0.7, abs=0.03)
     none = simulate(3, 10, 5, missing=0.0, seed=5)
     assert len(none[0]) == 30 and len(none[1]) == 15
 

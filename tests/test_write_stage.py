@@ -20,7 +20,6 @@ from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.posterior import idata as posterior
 from bayes_dualeval.posterior import summaries
-from bayes_dualeval.report import plots
 from bayes_dualeval.runs import fit as run
 
 
@@ -150,13 +149,3 @@ def test_interval_matches_numpy_quantile(monkeypatch):
         np.testing.assert_allclose(hi, ref[1], rtol=1e-6, atol=1e-6)
     lo, hi = summaries.interval(np.ones((1, 4)), 0.9)
     assert np.isnan(lo).all() and np.isnan(hi).all() and lo.shape == (4,)
-
-
-def test_scatter_subset_draws_flagged_points_first():
-    assert np.array_equal(plots._subset(50, limit=100), np.arange(50))
-    first = np.zeros(10_000, bool)
-    first[::1000] = True
-    rows = plots._subset(10_000, first, limit=100)
-    assert len(rows) == 100 and np.all(np.diff(rows) > 0)
-    assert set(np.flatnonzero(first)) <= set(rows)
-    assert np.array_equal(rows, plots._subset(10_000, first, limit=100))  # seeded

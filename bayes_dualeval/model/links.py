@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+from scipy import special
 
 LINKS = ("1pl", "2pl", "3pl", "4pl")
 
@@ -69,24 +68,16 @@ def get(name: str) -> Link:
 
 
 def _xp(x):
-    """``jax.numpy`` for JAX arrays (traceable under ``jit``), else NumPy."""
-    return np if isinstance(x, np.ndarray | float | int | np.generic) else jnp
+    """NumPy for NumPy arrays and Python numbers, else ``jax.numpy`` (traceable under jit).
 
+    JAX is imported only when a JAX array arrives, so reading data, the simulator and the
+    command line's start do not pay for it.
+    """
+    if isinstance(x, np.ndarray | float | int | np.generic):
+        return np
+    import jax.numpy as jnp
 
-@jax.custom_jvp
-def _jax_log_sigmoid(x):
-    return jnp.minimum(x, 0.0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
-
-
-@_jax_log_sigmoid.defjvp
-def _jax_log_sigmoid_jvp(primals, tangents):
-    # the derivative sigmoid(-x) reuses the value's exp: on CPU this is faster than
-    # jax.nn.log_sigmoid, and exact to float precision
-    (x,), (dx,) = primals, tangents
-    e = jnp.exp(-jnp.abs(x))
-    value = jnp.minimum(x, 0.0) - jnp.log1p(e)
-    slope = jnp.where(x > 0, e, 1.0) / (1.0 + e)
-    return value, slope * dx
+    return jnp
 
 
 def eta(theta, b, a=None):
@@ -96,16 +87,21 @@ def eta(theta, b, a=None):
 
 
 def sigmoid(x):
-    """Logistic function, stable for large ``|x|`` (``0.5 (1 + tanh(x / 2))``)."""
-    xp = _xp(x)
-    return 0.5 * (1.0 + xp.tanh(0.5 * x))
+    """Logistic function, precise in both tails (``scipy.special.expit``, ``jax.nn``)."""
+    if _xp(x) is np:
+        return special.expit(x)
+    import jax
+
+    return jax.nn.sigmoid(x)
 
 
 def log_sigmoid(x):
     """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, stable for any ``x``."""
     if _xp(x) is np:
         return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
-    return _jax_log_sigmoid(x)
+    from bayes_dualeval.model.jax_ops import log_sigmoid as jax_log_sigmoid
+
+    return jax_log_sigmoid(x)
 
 
 def softplus(x):
