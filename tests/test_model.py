@@ -268,7 +268,12 @@ def test_floors_and_ceilings_live_on_static_questions_only():
     c, d = np.asarray(params["c"]), np.asarray(params["d"])
     assert np.all(c[arena] == 0.0) and np.all(d[arena] == 1.0)
     assert np.all((c[~arena] > 0) & (c[~arena] < d[~arena]) & (d[~arena] < 1))
-    np.testing.assert_array_equal(c[~arena], params["c_static"])
+    # logit-normal around the group's level: c_raw standard normal, spread guess_spread
+    g = np.asarray(ds.item_group)[~arena]
+    logit = np.log(c[~arena] / (1 - c[~arena]))
+    mu = np.asarray(params["mu_c"])[g]
+    expected = np.log(mu / (1 - mu)) + config.guess_spread * np.asarray(params["c_raw"])
+    np.testing.assert_allclose(logit, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("irt", ["3pl", "4pl"])

@@ -105,13 +105,12 @@ class ModelConfig:
         Reward likelihood: ``sigma ~ HalfNormal(sigma_scale)``.
     level_loc_scale : float
         Arena level term: ``c_s ~ Normal(0, level_loc_scale)``.
-    guess_mean, guess_strength, guess_concentration : float
+    guess_mean, guess_strength, guess_spread : float
         3PL/4PL: the mean guessing level of an item group ``mu_c ~ Beta(m k, (1 - m) k)``
         with ``m = guess_mean`` (0.25 suits four-option multiple choice) and ``k =
-        guess_strength``; each floor ``c_q ~ Beta(mu_c k_c, (1 - mu_c) k_c)``, ``k_c =
-        guess_concentration`` (hierarchical item prior; independent: ``c_q ~ Beta(m k,
-        (1 - m) k)``).
-    ceiling_mean, ceiling_strength, ceiling_concentration : float
+        guess_strength``; each floor ``logit c_q ~ Normal(logit mu_c, guess_spread)``
+        (hierarchical item prior; independent: ``c_q ~ Beta(m k, (1 - m) k)``).
+    ceiling_mean, ceiling_strength, ceiling_spread : float
         4PL: the same for the upper asymptote ``d_q`` (around ``mu_d``).
     description : str
         One line on what the specification is for.
@@ -171,17 +170,15 @@ class ModelConfig:
     guess_strength: float = _prior(
         20.0, "3PL/4PL: Beta prior strength of the mean guessing level.", _POSITIVE
     )
-    guess_concentration: float = _prior(
-        50.0,
-        "3PL/4PL, hierarchical: Beta concentration of c_q around its group's level.",
-        _POSITIVE,
+    guess_spread: float = _prior(
+        0.3, "3PL/4PL, hierarchical: logit-scale sd of c_q around its level.", _POSITIVE
     )
     ceiling_mean: float = _prior(0.95, "4PL: prior mean of the upper asymptote d_q.", _UNIT)
     ceiling_strength: float = _prior(
         20.0, "4PL: Beta prior strength of the mean upper asymptote.", _POSITIVE
     )
-    ceiling_concentration: float = _prior(
-        50.0, "4PL, hierarchical: Beta concentration of d_q around its level.", _POSITIVE
+    ceiling_spread: float = _prior(
+        0.3, "4PL, hierarchical: logit-scale sd of d_q around its level.", _POSITIVE
     )
     description: str = ""
 

@@ -49,13 +49,14 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
 
     Notes
     -----
-    Sites: ``theta`` (plate ``model``, from ``theta_mean`` and ``theta_contrast``); ``a``,
-    ``b`` (plate ``item``, deterministic, with raw sites ``b_raw``, ``log_a_raw`` under the
-    hierarchical prior); ``c``, ``d`` (3PL/4PL, from ``c_static``, ``d_static`` on plate
-    ``static_item``); group-level ``mu_b``, ``sigma_b``, ``mu_log_a``, ``sigma_log_a``
-    (plate ``group``); ``gamma``, ``level_c`` (plate ``arena_source``) and, for the reward
-    likelihood, ``sigma``. Static labels are the observed site ``static_y`` (plate
-    ``static_cell``, scaled by ``lambda_static``); the arena term is the factor ``arena``.
+    Sites: ``theta`` (plate ``model``, from ``theta_mean`` and ``theta_contrast``);
+    ``a``, ``b`` (plate ``item``, deterministic, with raw sites ``b_raw``, ``log_a_raw``
+    under the hierarchical prior); ``c``, ``d`` (3PL/4PL, from ``c_raw``, ``d_raw`` on
+    plate ``static_item`` and levels ``mu_c``, ``mu_d``); group-level ``mu_b``,
+    ``sigma_b``, ``mu_log_a``, ``sigma_log_a`` (plate ``group``); ``gamma``, ``level_c``
+    (plate ``arena_source``) and, for the reward likelihood, ``sigma``. Static labels are
+    the observed site ``static_y`` (plate ``static_cell``, scaled by ``lambda_static``);
+    the arena term is the factor ``arena``.
     """
     theta, theta_mean, spread = abilities(inputs, config)
     a = b = gamma = sigma = level = None

@@ -8,6 +8,7 @@ in docs/model.md.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -130,14 +131,16 @@ def asymptotes(inputs: ModelInputs, config: ModelConfig):
 
     Only static questions have them. Under the hierarchical item prior the floors of each
     item group share a mean guessing level, ``mu_c[g] ~ Beta(m k, (1 - m) k)`` (``m =
-    guess_mean``, ``k = guess_strength``), and ``c_q ~ Beta(mu_c k_c, (1 - mu_c) k_c)``
-    around it (``k_c = guess_concentration``): one item's few responses say little about
-    its own floor, but hundreds of items together pin the level down. Under the
-    independent prior ``c_q ~ Beta(m k, (1 - m) k)`` directly. Ceilings likewise
-    (``mu_d``, ``ceiling_mean``, ``ceiling_strength``, ``ceiling_concentration``). The
-    sites ``c_static``, ``d_static`` hold the static questions' values (plate
-    ``static_item``); the deterministic ``c``, ``d`` spread them over every item (0 and 1
-    on arena prompts, which have no answer to guess).
+    guess_mean``, ``k = guess_strength``), and each floor is logit-normal around it,
+    ``logit c_q = logit mu_c[g] + s z_q`` with ``z_q ~ Normal(0, 1)`` and ``s =
+    guess_spread``: one item's few responses say little about its own floor, but hundreds
+    of items together pin the level down. The item sites ``c_raw`` hold ``z_q``
+    (non-centred: with weak per-item data, centred floors would all move with ``mu_c``
+    and mix slowly). Under the independent prior ``c_q ~ Beta(m k, (1 - m) k)`` directly
+    (site ``c_static``). Ceilings likewise (``mu_d``, ``d_raw``, ``ceiling_mean``,
+    ``ceiling_strength``, ``ceiling_spread``). The deterministic ``c``, ``d`` spread the
+    static questions' values over every item (0 and 1 on arena prompts, which have no
+    answer to guess).
 
     Returns
     -------
@@ -148,11 +151,10 @@ def asymptotes(inputs: ModelInputs, config: ModelConfig):
         return None, None
     group = inputs.item_group[inputs.static_items]
     out = []
-    for name, on, mean, strength, concentration, rest in (
-        ("c", link.floor, config.guess_mean, config.guess_strength,
-         config.guess_concentration, 0.0),
+    for name, on, mean, strength, spread, rest in (
+        ("c", link.floor, config.guess_mean, config.guess_strength, config.guess_spread, 0.0),
         ("d", link.ceiling, config.ceiling_mean, config.ceiling_strength,
-         config.ceiling_concentration, 1.0),
+         config.ceiling_spread, 1.0),
     ):  # fmt: skip
         if not on:
             out.append(None)
@@ -160,12 +162,13 @@ def asymptotes(inputs: ModelInputs, config: ModelConfig):
         level = dist.Beta(mean * strength, (1.0 - mean) * strength)
         if config.item_prior == "hierarchical":
             with numpyro.plate("group", inputs.n_groups):
-                mu = numpyro.sample(f"mu_{name}", level)[group]
-            prior = dist.Beta(mu * concentration, (1.0 - mu) * concentration)
+                mu = numpyro.sample(f"mu_{name}", level)
+            with numpyro.plate("static_item", inputs.n_static_items):
+                z = numpyro.sample(f"{name}_raw", dist.Normal(0.0, 1.0))
+            value = jax.nn.sigmoid(jax.scipy.special.logit(mu)[group] + spread * z)
         else:
-            prior = level
-        with numpyro.plate("static_item", inputs.n_static_items):
-            value = numpyro.sample(f"{name}_static", prior)
+            with numpyro.plate("static_item", inputs.n_static_items):
+                value = numpyro.sample(f"{name}_static", level)
         full = jnp.full(inputs.n_items, rest).at[inputs.static_items].set(value)
         with numpyro.plate("item", inputs.n_items):
             out.append(numpyro.deterministic(name, full))

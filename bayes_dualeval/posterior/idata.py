@@ -34,6 +34,8 @@ SITE_DIMS = {
     "c": ("item",),
     "d": ("item",),
     "c_static": ("static_item",),
+    "c_raw": ("static_item",),
+    "d_raw": ("static_item",),
     "mu_c": ("group",),
     "mu_d": ("group",),
     "d_static": ("static_item",),
