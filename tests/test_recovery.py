@@ -13,8 +13,9 @@ import pytest
 from bayes_dualeval.checks.reference import mml_2pl
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.inference.sampling import SamplerSettings
+from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.posterior.diagnostics import ESS_MIN, RHAT_MAX, per_parameter
 from bayes_dualeval.runs.fit import fit
 
 
@@ -53,7 +54,12 @@ def test_joint_nuts_recovers_abilities(joint_fit):
     lo, hi = np.quantile(theta, [0.05, 0.95], axis=0)
     covered = np.mean((true >= lo) & (true <= hi))
     assert covered >= 0.7  # 10 models: 90% intervals miss at most 3 by chance here
-    assert result.diagnostics["max_rhat"] < 1.05
+    # the package's own criteria, on the abilities (hyperparameters of this small fixture
+    # stay below ESS_MIN within its draw budget, which diagnostics.json reports as such)
+    table = per_parameter(result.idata).filter(like="theta_centred[", axis=0)
+    assert len(table) == ds.n_models
+    assert (table["rhat"] <= RHAT_MAX).all(), table
+    assert (table[["ess_bulk", "ess_tail"]] >= ESS_MIN).all(axis=None), table
 
 
 def test_joint_nuts_recovers_arena_difficulties(joint_fit):
@@ -75,8 +81,12 @@ def test_joint_nuts_recovers_static_difficulties(joint_fit):
     true_theta = np.mean(list(truth["theta"].values()))
     true_b = np.array([truth["items"][q]["b"] for q in ds.items[idx]]) - true_theta
     assert np.corrcoef(b.mean(0), true_b)[0, 1] > 0.6  # ~9 binary responses per item
-    lo, hi = np.quantile(b, [0.05, 0.95], axis=0)
-    assert 0.8 <= np.mean((true_b >= lo) & (true_b <= hi)) <= 1.0
+    # 120 items: the share inside nominal 90% (50%) intervals has a binomial sd of 0.03
+    # (0.05); intervals too wide (or too narrow) to mean their level fall outside
+    for level, (low, high) in ((0.9, (0.8, 0.98)), (0.5, (0.35, 0.7))):
+        lo, hi = np.quantile(b, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        covered = np.mean((true_b >= lo) & (true_b <= hi))
+        assert low <= covered <= high, (level, covered)
 
 
 def test_same_seed_gives_identical_draws():
@@ -93,12 +103,16 @@ def test_same_seed_gives_identical_draws():
 def test_svi_and_map_order_models_like_the_truth(sampler):
     ds, truth = _dataset(8, 150, 40, seed=5)
     result = fit(ds, settings=SamplerSettings(sampler=sampler, draws=200, seed=0))
+    # SVI keeps the draws asked for from its guide; MAP is one point
+    assert result.idata.posterior.sizes["draw"] == {"svi": 200, "map": 1}[sampler]
     theta = _posterior(result, "theta_centred").mean(0)
     true = np.array([truth["theta"][m] for m in ds.models])
     rho = pd.Series(theta).corr(pd.Series(true), method="spearman")
     assert rho > 0.85
+    # the latent scale is kept: abilities spread like the truth (not shrunk to half)
+    spread = theta.std() / (true - true.mean()).std()
+    assert 0.75 <= spread <= 1.35, spread
     assert result.diagnostics["sampler_info"]["converged"]
-    assert result.diagnostics["max_rhat"] is None  # no chains to compare
 
 
 # -- classic calibration: many examinees, few items, against marginal maximum likelihood --
