@@ -1,10 +1,11 @@
 """Where NUTS and SVI start.
 
 Every site starts uniformly within ``(-RADIUS, RADIUS)`` in NumPyro's unconstrained space,
-except, under 3PL and 4PL, the sites bounded on both sides (the floors ``c_static`` and
-ceilings ``d_static``, on the unit interval): those start at their prior median. A
-uniform start puts every floor and ceiling near 0.5, so on some item the ceiling falls
-below the floor and the likelihood is undefined; NumPyro then finds no valid start.
+except, under 3PL and 4PL, the sites on the unit interval (the levels ``mu_c``, ``mu_d``
+of the floors and ceilings, or the floors ``c_static`` and ceilings ``d_static``
+themselves under the independent prior): those start at their prior median. A uniform
+start puts floors and ceilings alike near 0.5, so on some item the ceiling can fall below
+the floor, where the likelihood is undefined.
 """
 
 from __future__ import annotations
