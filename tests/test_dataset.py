@@ -135,9 +135,6 @@ def test_frames_and_counts(ds):
     af = ds.arena_frame()
     assert list(af.columns) == ["model", "item", "source", "domain", "reward", "z"]
     assert af.set_index(["model", "item"]).loc[("m3", "arena::p1"), "reward"] == 7.0
-    itf = ds.item_frame()
-    assert itf["n_models"].tolist() == [3, 3, 2, 3, 2]
-    assert itf["group"].tolist() == ["static:bench"] * 3 + ["arena:arena"] * 2
     assert sf.groupby("model").size().tolist() == [3, 3, 2]
     assert af.groupby("model").size().tolist() == [1, 2, 2]
 

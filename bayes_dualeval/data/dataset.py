@@ -241,22 +241,6 @@ class Dataset:
             }
         )
 
-    def item_frame(self) -> pd.DataFrame:
-        """One row per item: ``item, kind, source, domain, group, n_models``."""
-        n = np.bincount(self.static_item, minlength=self.n_items) + np.bincount(
-            self.arena_item, minlength=self.n_items
-        )
-        return pd.DataFrame(
-            {
-                "item": self.items,
-                "kind": self.item_kind,
-                "source": self.item_source,
-                "domain": self.item_domain,
-                "group": self.groups[self.item_group],
-                "n_models": n,
-            }
-        )
-
     def summary_dict(self) -> dict:
         """Machine-readable summary (sizes, coverage, skip counts)."""
         per_source = {}
