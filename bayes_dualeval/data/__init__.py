@@ -1,1 +1,12 @@
-"""Reading evaluation files into a Dataset, distilling arena pairs, simulating data."""
+"""Data: evaluation files in, a validated :class:`~bayes_dualeval.data.dataset.Dataset` out.
+
+- :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL/CSV/Parquet rows
+  (:func:`~bayes_dualeval.data.readers.read_paths`).
+- :mod:`~bayes_dualeval.data.tables`: rows to canonical tables, cleaning, indexing and
+  reward normalisation (:func:`~bayes_dualeval.data.tables.normalise_rewards`).
+- :mod:`~bayes_dualeval.data.dataset`: the :class:`~bayes_dualeval.data.dataset.Dataset`
+  and :func:`~bayes_dualeval.data.dataset.load`.
+- :mod:`~bayes_dualeval.data.distill`: arena rewards to soft-labelled pairs
+  (:func:`~bayes_dualeval.data.distill.distill`).
+- :mod:`~bayes_dualeval.data.simulate`: simulated evaluations with known truth.
+"""

@@ -218,26 +218,22 @@ class Dataset:
     # ------------------------------------------------------------------ views
     def static_frame(self) -> pd.DataFrame:
         """Static labels as a long DataFrame (``model, item, source, domain, correct``)."""
-        return pd.DataFrame(
-            {
-                "model": self.models[self.static_model],
-                "item": self.items[self.static_item],
-                "source": self.item_source[self.static_item],
-                "domain": self.item_domain[self.static_item],
-                "correct": self.static_y,
-            }
-        )
+        return self._cells(self.static_model, self.static_item, correct=self.static_y)
 
     def arena_frame(self) -> pd.DataFrame:
         """Arena rewards as a long DataFrame (``model, item, source, domain, reward, z``)."""
+        return self._cells(
+            self.arena_model, self.arena_item, reward=self.arena_reward, z=self.arena_z
+        )
+
+    def _cells(self, model: np.ndarray, item: np.ndarray, **values) -> pd.DataFrame:
         return pd.DataFrame(
             {
-                "model": self.models[self.arena_model],
-                "item": self.items[self.arena_item],
-                "source": self.item_source[self.arena_item],
-                "domain": self.item_domain[self.arena_item],
-                "reward": self.arena_reward,
-                "z": self.arena_z,
+                "model": self.models[model],
+                "item": self.items[item],
+                "source": self.item_source[item],
+                "domain": self.item_domain[item],
+                **values,
             }
         )
 
