@@ -126,29 +126,6 @@ jax.tree_util.register_dataclass(
 jax.tree_util.register_static(ModelConfig)
 
 
-def pad_pairs(inputs: ModelInputs, n_pairs: int) -> ModelInputs:
-    """Pad the decisive-pair arrays to ``n_pairs`` with zero-weight pairs.
-
-    The log density is unchanged; datasets of equal size then share one compiled sampler
-    (validation studies fit many of them).
-    """
-    extra = n_pairs - inputs.pair_w.shape[0]
-    if extra < 0:
-        raise ValueError(f"cannot pad {inputs.pair_w.shape[0]} pairs down to {n_pairs}")
-
-    def pad(x):
-        return jnp.concatenate([x, jnp.zeros(extra, x.dtype)])
-
-    return dataclasses.replace(
-        inputs,
-        pair_i=pad(inputs.pair_i),
-        pair_j=pad(inputs.pair_j),
-        pair_w=pad(inputs.pair_w),
-        pair_t=pad(inputs.pair_t),
-        pair_item=pad(inputs.pair_item),
-    )
-
-
 def select_kinds(dataset: Dataset, config: ModelConfig) -> tuple[bool, bool]:
     """Which kinds of data the configured mode uses, checked against what the data holds.
 

@@ -89,7 +89,9 @@ def energy_stats(idata, max_tree_depth: int | None) -> dict:
     return out
 
 
-def convergence(idata, sampler: str, max_tree_depth: int | None = None) -> dict:
+def convergence(
+    idata, sampler: str, max_tree_depth: int | None = None, *, table: pd.DataFrame | None = None
+) -> dict:
     """Summarise convergence of a run over every posterior variable.
 
     Parameters
@@ -98,6 +100,9 @@ def convergence(idata, sampler: str, max_tree_depth: int | None = None) -> dict:
     sampler : {"nuts", "svi", "map"}
     max_tree_depth : int, optional
         The NUTS tree depth cap, for ``treedepth_hit_share``.
+    table : pandas.DataFrame, optional
+        :func:`per_parameter` of ``idata`` when the caller has it already (it is the
+        expensive part).
 
     Returns
     -------
@@ -127,7 +132,7 @@ def convergence(idata, sampler: str, max_tree_depth: int | None = None) -> dict:
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
     if sampler != "nuts" or n_draw < 4:
         return out
-    table = per_parameter(idata)
+    table = per_parameter(idata) if table is None else table
     out.update(energy_stats(idata, max_tree_depth))
     rhat = table["rhat"].dropna()  # constant draws (a site pinned exactly) give NaN
     bulk, tail = table["ess_bulk"].dropna(), table["ess_tail"].dropna()

@@ -22,7 +22,7 @@ from bayes_dualeval import __version__
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.errors import InputError
-from bayes_dualeval.inference.sampling import sample
+from bayes_dualeval.inference.sampling import check_supported, sample
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs, select_kinds
@@ -147,6 +147,7 @@ def fit(
 
     config = config or load_spec("dualeval-2pl")
     settings = settings or SamplerSettings()
+    check_supported(config, settings)
     timings = dict(timings or {})
     use_static, use_arena = select_kinds(dataset, config)
     if not use_arena:
@@ -173,8 +174,8 @@ def fit(
     start = time.perf_counter()
     idata = to_inference_data(draws, dataset, inputs, config)
     timings["posterior"] = round(time.perf_counter() - start, 3)
-    conv = convergence(idata, settings.sampler, settings.max_tree_depth)
     parameters = per_parameter(idata) if settings.sampler == "nuts" else None
+    conv = convergence(idata, settings.sampler, settings.max_tree_depth, table=parameters)
     info = {k: v for k, v in draws.info.items() if k != "losses"}
     diagnostics = {
         "max_rhat": conv["max_rhat"],
