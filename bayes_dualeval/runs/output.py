@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.checks import item_table, posterior_predictive
+from bayes_dualeval.checks.benchmarks import contamination_table
 from bayes_dualeval.errors import ReportWarning
 from bayes_dualeval.posterior.summaries import leaderboard, pairwise
 from bayes_dualeval.runs import atomic
@@ -38,10 +39,11 @@ def tabulate(result: FitResult, *, ci: float) -> FitResult:
     run once, on the run's own pairs and seed, and the item table reuses them. Tables:
     ``leaderboard`` (with the run's convergence verdict as a ``converged`` column, so a
     table copied out of the run folder still says when its intervals cannot be trusted),
-    ``pairwise``, ``items`` and ``anomalies`` (the cells with ``q_value`` below
+    ``pairwise``, ``items``, ``anomalies`` (the cells with ``q_value`` below
     :data:`ANOMALY_Q`, and at least the :data:`ANOMALY_TOP` most surprising ones, with the
-    level as a ``ci`` column). ``result.diagnostics`` records the level and the checks'
-    summary.
+    level as a ``ci`` column) and, with static data, ``contamination`` (one row per model
+    and benchmark: :func:`~bayes_dualeval.checks.benchmarks.contamination_table`).
+    ``result.diagnostics`` records the level and the checks' summary.
 
     Returns
     -------
@@ -66,6 +68,8 @@ def tabulate(result: FitResult, *, ci: float) -> FitResult:
         "items": item_table(idata, dataset, ci=ci, ppc=ppc, **kw),
         "anomalies": flagged,
     }
+    if len(dataset.static_y) and result.config.mode in ("both", "static"):
+        result.tables["contamination"] = contamination_table(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
     result.diagnostics["ppc"] = ppc.summary
     return result
