@@ -108,9 +108,6 @@ def one(seed: int, args) -> dict:
         "leak_ranks": ",".join(map(str, ranks)),
         "leak_max_q": round(float(table.loc[leak, "q_value"].max()), 4),
         "false_discoveries": int(((table["q_value"] < 0.05) & ~table["leak"]).sum()),
-        "max_pareto_k": round(float(np.nanmax(table["pareto_k"])), 2)
-        if table["loo"].any()
-        else float("nan"),
         "auroc": round(auroc(-table["p_value"].to_numpy(), leak), 3),
         "baseline_ranks": ",".join(str(int(r)) for r in sorted(base_rank)),
         "baseline_auroc": round(auroc(base_score, leak), 3),

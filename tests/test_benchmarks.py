@@ -1,0 +1,115 @@
+"""contamination.csv: the model x benchmark audit (checks/benchmarks.py).
+
+Three things must hold: the p-values are uniform when the data come from the model (here
+the true parameters stand in for the posterior), a planted leak ranks first with a small
+q-value in a real multi-draw fit, and the left-out expected accuracy matches a direct
+computation.
+"""
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from bayes_dualeval.checks.benchmarks import benchmark_of, contamination_table
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.runs.fit import fit
+
+
+def _static(n_models, n_benchmarks, n_items, seed, **kw):
+    static, _, truth = simulate(
+        n_models, n_benchmarks * n_items, 0, n_domains=n_benchmarks, seed=seed, **kw
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return static, Dataset.from_frames(static=static, source="bench"), truth
+
+
+def _truth_posterior(ds, truth, config, draws=1):
+    theta = np.array([truth["theta"][m] for m in ds.models])
+    post = {
+        "theta": np.broadcast_to(theta, (1, draws, len(theta))),
+        "b": np.broadcast_to([truth["items"][q]["b"] for q in ds.items], (1, draws, ds.n_items)),
+        "a": np.broadcast_to([truth["items"][q]["a"] for q in ds.items], (1, draws, ds.n_items)),
+    }
+    idata = az.from_dict(
+        posterior={k: np.array(v, np.float64) for k, v in post.items()},
+        coords={"model": ds.models, "item": ds.items},
+        dims={"theta": ["model"], "b": ["item"], "a": ["item"]},
+    )
+    idata.posterior.attrs.update(DualEvalModel(config).to_attrs())
+    return idata
+
+
+def test_benchmark_names_come_from_the_item_ids():
+    items = np.array(["bench::gsm8k_0", "bench::gsm8k_12", "x::my_data_set_3"])
+    assert benchmark_of(items, np.array(["bench", "bench", "x"])).tolist() == [
+        "gsm8k", "gsm8k", "my_data_set"
+    ]  # fmt: skip
+
+
+def test_p_values_are_uniform_when_the_model_is_true():
+    """400 blocks of 25 cells drawn from the true 2PL: the plug-in mid-p-values are uniform."""
+    _, ds, truth = _static(40, 10, 25, seed=3)
+    config = ModelConfig(mode="static")
+    table = contamination_table(_truth_posterior(ds, truth, config), ds)
+    assert len(table) == 400
+    p = table["p_value"].to_numpy()
+    assert stats.kstest(p, "uniform").pvalue > 0.01
+    assert 0.03 < np.mean(p < 0.1) < 0.17  # 10% nominal, 400 blocks: sd 1.5%
+    assert (table["q_value"] < 0.05).sum() == 0
+
+
+def test_expected_accuracy_leaves_the_block_out():
+    """Each block's expected accuracy: the mean p over the block, with the ability's
+    posterior given only the model's other cells (a dense-grid integral here)."""
+    _, ds, truth = _static(6, 2, 20, seed=4)
+    config = ModelConfig(mode="static")
+    table = contamination_table(_truth_posterior(ds, truth, config), ds)
+    table = table.set_index(["model", "dataset"])
+    m, q, y = ds.static_model, ds.static_item, ds.static_y
+    a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
+    b = np.array([truth["items"][x]["b"] for x in ds.items])[q]
+    bench = benchmark_of(ds.items, ds.item_source)[q]
+    grid = np.linspace(-6, 6, 2001)
+    for (name, data), row in table.iterrows():
+        mine = ds.models[m] == name
+        block, other = mine & (bench == data), mine & (bench != data)
+        p_other = special.expit(a[other] * (grid[:, None] - b[other]))
+        log_post = -0.5 * grid**2 + np.sum(
+            np.where(y[other] == 1, np.log(p_other), np.log1p(-p_other)), axis=1
+        )
+        w = np.exp(log_post - log_post.max())
+        w /= w.sum()
+        p_block = special.expit(a[block] * (grid[:, None] - b[block])).mean(axis=1)
+        assert row["n"] == block.sum()
+        assert row["expected"] == pytest.approx(np.sum(w * p_block), abs=2e-3)
+        assert row["observed"] == pytest.approx(y[block].mean(), rel=1e-9)
+
+
+def test_planted_leak_ranks_first_in_a_multi_draw_fit():
+    """Half of one model's failures on one benchmark turned into successes."""
+    static, _, _ = _static(20, 3, 100, seed=8)
+    rng = np.random.default_rng(0)
+    leaked = ("model-007", "code_bench")
+    fail = static.index[
+        (static["model_label"] == leaked[0]) & (static["dataset"] == leaked[1])
+        & (static["correct"] == 0)
+    ]  # fmt: skip
+    static.loc[rng.choice(fail, len(fail) // 2, replace=False), "correct"] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, source="bench")
+    settings = SamplerSettings(sampler="svi", draws=400, svi_steps=4000, seed=1)
+    result = fit(ds, ModelConfig(mode="static"), settings)
+    table = contamination_table(result.idata, result.dataset)
+    top = table.iloc[0]
+    assert (top["model"], top["dataset"]) == leaked
+    assert top["q_value"] < 0.05 and top["excess"] > 0.1
+    assert (table["q_value"].iloc[1:] < 0.05).sum() == 0
