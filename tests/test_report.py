@@ -441,7 +441,8 @@ def test_fit_writes_the_run_without_reading_it_back(map_run, tmp_path, monkeypat
     assert (out / report.HTML_FILE).is_file() and (out / "items.csv").is_file()
     assert [p for p in reads if tmp_path in p.parents] == []
     # the report's tables are the result's tables, computed once
-    assert set(result.tables) == {"leaderboard", "pairwise", "items", "anomalies"}
+    tables = {"leaderboard", "pairwise", "items", "anomalies", "contamination"}
+    assert set(result.tables) == tables
     assert result.ci == 0.9 and result.diagnostics["ppc"] == result.ppc.summary
 
 
@@ -453,11 +454,12 @@ def test_report_command_path_renders_the_same_report_as_the_fit(map_run, tmp_pat
     back = load.load_result(out)
     paths = output.rewrite(back, copy)  # at the run's recorded level
     assert back.ci == result.ci == 0.9
-    assert [p.name for p in paths[:6]] == [
-        "leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv",
+    assert [p.name for p in paths[:7]] == [
+        "leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv", "contamination.csv",
         report.HTML_FILE, report.MD_FILE,
     ]  # fmt: skip
-    for name in ("leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv", report.MD_FILE):
+    for name in ("leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv",
+                 "contamination.csv", report.MD_FILE):  # fmt: skip
         assert (copy / name).read_text() == (out / name).read_text(), name
     assert html_of(copy) == html_of(out)
     for png in (out / report.FIGURES_DIR).iterdir():

@@ -131,9 +131,10 @@ def log_probabilities(eta_, c=None, d=None):
     xp = _xp(eta_)
     lo = xp.zeros_like(eta_) if c is None else c
     hi = xp.ones_like(eta_) if d is None else d
-    log_span = xp.log(hi - lo)
-    log_p = xp.logaddexp(xp.log(lo), log_span + up)
-    log_q = xp.logaddexp(xp.log1p(-hi), log_span + down)
+    with np.errstate(divide="ignore"):  # log 0 = -inf (no floor, no ceiling) is intended
+        log_span = xp.log(hi - lo)
+        log_p = xp.logaddexp(xp.log(lo), log_span + up)
+        log_q = xp.logaddexp(xp.log1p(-hi), log_span + down)
     return log_p, log_q
 
 
