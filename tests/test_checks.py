@@ -596,3 +596,31 @@ def test_contamination_ranks_injected_cells_first():
     assert r["injected"] == 90 and r["cells"] == 3000
     assert r["auroc"] > 0.9
     assert r["auroc"] >= r["auroc_baseline"] - 0.02
+
+
+def test_key_correlation_and_the_miskeyed_flag():
+    """key_correlation is Pearson's r of labels with mean abilities; a reversed key flags."""
+    static, _, truth = simulate(n_models=30, n_static=12, n_arena=0, seed=2, log_a_mean=1.0)
+    ds = _frames_dataset(static, None)
+    config = load_spec("dualeval-2pl").replace(mode="static")
+    idata = _hand_posterior(ds, config)
+    true_theta = np.array([truth["theta"][m] for m in ds.models], np.float32)
+    idata.posterior["theta"].values[:] = true_theta  # abilities known: the key is the test
+    theta = idata.posterior["theta"].values.reshape(-1, ds.n_models).mean(axis=0)
+    # reverse the key of the item whose labels follow ability most closely
+    table = item_table(idata, ds, ci=0.9)
+    for k in range(ds.n_items):
+        cells = ds.static_item == k
+        expected = np.corrcoef(ds.static_y[cells], theta[ds.static_model[cells]])[0, 1]
+        assert table["key_correlation"][k] == pytest.approx(expected, abs=1e-6)
+    best = int(np.nanargmax(table["key_correlation"]))
+    assert table["key_correlation"][best] > 0.5
+    item_id = ds.items[best].split("::", 1)[1]
+    reversed_key = (static["dataset"] + "_" + static["sample_index"].astype(str)) == item_id
+    flipped = _frames_dataset(
+        static.assign(correct=np.where(reversed_key, 1 - static["correct"], static["correct"])),
+        None,
+    )
+    flagged = item_table(idata, flipped, ci=0.9)
+    assert "miskeyed" in flagged["flags"][best]
+    assert not table["flags"].str.contains("miskeyed").any()

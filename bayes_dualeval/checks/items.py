@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from bayes_dualeval.checks.budget import CHUNK_ELEMENTS
 from bayes_dualeval.checks.draws import FittedRun
@@ -24,6 +25,11 @@ MISFIT_PPP = 0.05
 #: estimate for a single draw) is below this: a one-sd ability gap then moves the success
 #: log-odds by less than half a unit.
 LOW_DISCRIMINATION = 0.5
+#: An item is flagged ``miskeyed`` when its labels correlate negatively with the models'
+#: abilities, below this correlation, and significantly so (one-sided p below
+#: :data:`MISKEY_P`, Fisher z).
+MISKEY_R = -0.2
+MISKEY_P = 0.05
 
 
 def item_table(
@@ -73,7 +79,8 @@ def item_table(
         Columns ``item, kind, source, domain, b_mean, b_lo, b_hi, a_mean, a_lo, a_hi``,
         then ``c_mean, c_lo, c_hi`` under 3PL and 4PL and ``d_mean, d_lo, d_hi`` under
         4PL (the guessing floor and upper asymptote; 0 and 1 on arena prompts), then
-        ``observed, n_models, information, ppp, identified, flags, ci``, items in dataset
+        ``observed, n_models, information, ppp, key_correlation, key_p, identified, flags,
+        ci``, items in dataset
         order. ``identified`` is False for arena prompts of a specification without the
         arena level term (their ``b`` and ``a`` are then set by the prior and the pairs'
         shape, not by the data; flag ``not_identified``). ``b`` is on the leaderboard's
@@ -85,8 +92,10 @@ def item_table(
         information about ability at the median ability of each draw (``a^2 p (1 - p)``
         without asymptotes). ``ppp`` is the item-fit posterior predictive p-value (static:
         mid-p of the deviance across models; arena: Pearson discrepancy of the cells),
-        small when the item is fitted worse than replicated data would be. ``flags`` joins
-        ``no_signal``, ``low_discrimination``, ``misfit`` and ``not_identified`` with
+        small when the item is fitted worse than replicated data would be.
+        ``key_correlation`` and ``key_p``: see :func:`key_correlation`. ``flags`` joins
+        ``no_signal``, ``low_discrimination``, ``misfit``, ``miskeyed`` (``key_correlation <
+        MISKEY_R`` and ``key_p < MISKEY_P``) and ``not_identified`` with
         ``;`` (see ``docs/outputs.md`` for the thresholds). Read the column as
         ``table["flags"]`` (``table.flags`` is a pandas attribute). ``attrs`` holds
         ``arena_dispersion`` and ``arena_item_overdispersion`` (NaN without arena data).
@@ -129,11 +138,14 @@ def item_table(
     else:
         low = np.zeros(ds.n_items, dtype=bool)
     misfit = (ppp < MISFIT_PPP) | (ppp > 1.0 - MISFIT_PPP)
+    key_r, key_p = key_correlation(fit)
+    miskeyed = (key_r < MISKEY_R) & (key_p < MISKEY_P)
     identified = ~((ds.item_kind == "arena") & (not fit.model.config.arena_levels_identified))
     flags = {
         "no_signal": no_signal(fit),
         "low_discrimination": low,
         "misfit": misfit,
+        "miskeyed": miskeyed,
         "not_identified": ~identified,
     }
     table = pd.DataFrame(
@@ -147,6 +159,8 @@ def item_table(
             "n_models": n_static + n_arena,
             "information": info,
             "ppp": ppp,
+            "key_correlation": key_r,
+            "key_p": key_p,
             "identified": identified,
             "flags": join_flags(flags),
             "ci": ci if fit.n_draws > 1 else np.nan,
@@ -154,6 +168,36 @@ def item_table(
     )
     table.attrs.update(arena_dispersion=phi, arena_item_overdispersion=rho)
     return table
+
+
+def key_correlation(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
+    """Correlation of each static item's labels with the models' mean abilities.
+
+    A correct key makes stronger models succeed more often (a positive correlation); a
+    reversed key makes the strong fail and the weak pass. The fitted discrimination cannot
+    say so (``a > 0`` by its prior), so the evidence is read from the labels directly:
+    Pearson's ``r`` between ``y_iq`` and the posterior mean of ``theta_i`` over the
+    models that answered ``q``, and its one-sided p-value for ``r < 0`` (Fisher's z,
+    ``atanh(r) sqrt(n - 3)``). NaN for arena prompts and items without variation.
+    """
+    ds = fit.dataset
+    q, y = ds.static_item, ds.static_y.astype(np.float64)
+    theta = fit.theta.mean(axis=0, dtype=np.float64)[ds.static_model]
+    k = ds.n_items
+
+    def total(w):
+        return np.bincount(q, weights=w, minlength=k)
+
+    n = total(np.ones_like(y))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        my, mt = total(y) / n, total(theta) / n
+        cov = total(y * theta) / n - my * mt
+        var_y, var_t = total(y * y) / n - my**2, total(theta * theta) / n - mt**2
+        r = cov / np.sqrt(var_y * var_t)
+        r = np.where((var_y > 1e-12) & (var_t > 1e-12) & (n > 3), np.clip(r, -1, 1), np.nan)
+        z = np.arctanh(np.clip(r, -0.999999, 0.999999)) * np.sqrt(n - 3.0)
+    p = np.where(np.isnan(r), np.nan, special.ndtr(z))
+    return r, p
 
 
 def table_sites(fit: FittedRun) -> tuple[str, ...]:
