@@ -43,7 +43,8 @@ MAP = SamplerSettings(sampler="map", seed=0)
 NUTS = SamplerSettings(chains=2, warmup=150, draws=150, seed=0, extend=0, progress=False)
 ITEM_COLUMNS = [
     "item", "kind", "source", "domain", "b_mean", "b_lo", "b_hi", "a_mean", "a_lo", "a_hi",
-    "observed", "n_models", "information", "ppp", "identified", "flags", "ci",
+    "observed", "n_models", "information", "ppp", "key_correlation", "key_p", "identified",
+    "flags", "ci",
 ]  # fmt: skip
 CELL_COLUMNS = [
     "model", "item", "kind", "observed", "expected", "residual", "ppp", "p_value", "q_value",
