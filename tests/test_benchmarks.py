@@ -49,7 +49,7 @@ def _truth_posterior(ds, truth, config, draws=1):
 
 def test_benchmark_names_come_from_the_item_ids():
     items = np.array(["bench::gsm8k_0", "bench::gsm8k_12", "x::my_data_set_3"])
-    assert benchmark_of(items, np.array(["bench", "bench", "x"])).tolist() == [
+    assert benchmark_of(items).tolist() == [
         "gsm8k", "gsm8k", "my_data_set"
     ]  # fmt: skip
 
@@ -76,7 +76,7 @@ def test_expected_accuracy_leaves_the_block_out():
     m, q, y = ds.static_model, ds.static_item, ds.static_y
     a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
     b = np.array([truth["items"][x]["b"] for x in ds.items])[q]
-    bench = benchmark_of(ds.items, ds.item_source)[q]
+    bench = benchmark_of(ds.items)[q]
     grid = np.linspace(-6, 6, 2001)
     for (name, data), row in table.iterrows():
         mine = ds.models[m] == name

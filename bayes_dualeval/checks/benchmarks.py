@@ -50,7 +50,7 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def benchmark_of(items: np.ndarray, sources: np.ndarray) -> np.ndarray:
+def benchmark_of(items: np.ndarray) -> np.ndarray:
     """The benchmark (dataset) name of static items ``<source>::<dataset>_<index>``."""
     names = pd.Series(items, dtype=str).str.split("::", n=1).str[-1]
     return names.str.rsplit("_", n=1).str[0].to_numpy()
@@ -82,7 +82,7 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
         return pd.DataFrame(columns=COLUMNS)
     cell_model, cell_item = dataset.static_model, dataset.static_item
     y = dataset.static_y.astype(np.float64)
-    bench = benchmark_of(dataset.items, dataset.item_source)
+    bench = benchmark_of(dataset.items)
     key = pd.MultiIndex.from_arrays(
         [dataset.models[cell_model], dataset.item_source[cell_item], bench[cell_item]]
     )

@@ -1,11 +1,10 @@
 """The model object: one statistical model per specification.
 
 A :class:`DualEvalModel` owns its :class:`~bayes_dualeval.model.config.ModelConfig` and
-answers every question the rest of the package asks of the model: its NumPyro function and
-sample sites, the per-item parameters its link has, the success probability of any cell
-for posterior draws, pointwise log likelihoods, and simulated labels. Checks, the report,
-the simulator and later features go through it (or the :mod:`~bayes_dualeval.model.links`
-it wraps), so the predictive formula lives in one place.
+answers what the rest of the package asks of the model: its IRT link and the per-item
+parameters the link has, and the pointwise log likelihoods. Checks, the report, the
+simulator and later features read the success probability from the
+:mod:`~bayes_dualeval.model.links` it names, so the predictive formula lives in one place.
 
 A fitted posterior records its specification (``posterior.attrs["model_config"]``);
 :meth:`DualEvalModel.from_idata` reads it back, so nothing downstream guesses which model
@@ -17,8 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
 
 from bayes_dualeval.errors import InputError
 from bayes_dualeval.model import links
@@ -76,58 +73,12 @@ class DualEvalModel:
         """Per-item quantities in the posterior (none under Bradley-Terry)."""
         return () if self.config.mode == "bt" else self.link.item_sites
 
-    @property
-    def function(self):
-        """The NumPyro model function, called as ``function(inputs, config)``."""
-        from bayes_dualeval.model.joint import dualeval_model
-
-        return dualeval_model
-
-    def global_sites(self, inputs) -> tuple[str, ...]:
-        """Sites NUTS adapts a dense mass matrix over (see :func:`joint.global_sites`)."""
-        from bayes_dualeval.model.joint import global_sites
-
-        return global_sites(self.config, inputs)
-
-    def item_parameters(self, draws: Mapping, item=None) -> dict:
-        """The link's per-item arrays from ``draws`` (None where the link has none).
-
-        Parameters
-        ----------
-        draws : mapping of name to array
-            Posterior draws with the item axis last (e.g. shape (D, Q)), or one point.
-        item : array of int, optional
-            Take these items (along the last axis).
-        """
-        out = {}
-        for name in ("b", "a", "c", "d"):
-            value = draws.get(name) if name in self.item_sites else None
-            if value is not None and item is not None:
-                value = np.take(np.asarray(value), item, axis=-1)
-            out[name] = value
-        return out
-
-    def probability(self, draws: Mapping, model, item):
-        """Success probability of the cells ``(model[k], item[k])`` for every draw.
-
-        Parameters
-        ----------
-        draws : mapping of name to array
-            ``theta`` of shape (..., M) and the item parameters of shape (..., Q).
-        model, item : array of int, shape (n,)
-
-        Returns
-        -------
-        array, shape (..., n)
-        """
-        theta = np.take(np.asarray(draws["theta"]), model, axis=-1)
-        par = self.item_parameters(draws, item)
-        return links.probability(links.eta(theta, par["b"], par["a"]), par["c"], par["d"])
-
-    def simulate_labels(self, draws: Mapping, model, item, rng: np.random.Generator):
-        """Replicated binary labels of the cells ``(model, item)``, shape (..., n)."""
-        p = self.probability(draws, model, item)
-        return (rng.random(p.shape) < p).astype(np.int8)
+    def item_parameters(self, draws: Mapping) -> dict:
+        """The link's per-item arrays from ``draws`` (None where the link has none)."""
+        return {
+            name: draws.get(name) if name in self.item_sites else None
+            for name in ("b", "a", "c", "d")
+        }
 
     def static_loglik(self, draws: Mapping, inputs):
         """Pointwise log likelihood of the static cells for one draw, shape (S,)."""
