@@ -98,6 +98,7 @@ def test_log_likelihood_is_thinned_beyond_its_budget(monkeypatch):
     assert np.array_equal(full.log_likelihood["draw"].values, np.arange(40))
     per_draw = posterior._per_draw(inputs)
     monkeypatch.setattr(posterior, "LOGLIK_ELEMENTS", per_draw * 2 * 9)
+    monkeypatch.setattr(posterior, "MIN_LOGLIK_DRAWS", 18)
     thin = posterior.to_inference_data(draws, ds, inputs, config)
     kept = thin.log_likelihood["draw"].values
     assert len(kept) == 9 and kept[0] == 0 and kept[-1] == 39

@@ -1,9 +1,10 @@
 """The ``bayes-dualeval`` command line: a thin click layer over the library.
 
 One module per command (:mod:`~bayes_dualeval.cli.check`, ``simulate``, ``fit``, ``report``,
-``models``); :mod:`~bayes_dualeval.cli.shared` turns library errors into one clean line, and
-:mod:`~bayes_dualeval.cli.options` makes options from the settings dataclasses. JAX is only
-imported by the commands that need it, after the host device count is set.
+``compare``, ``models``); :mod:`~bayes_dualeval.cli.shared` turns library errors into one
+clean line, and :mod:`~bayes_dualeval.cli.options` makes options from the settings
+dataclasses. JAX is only imported by the commands that need it, after the host device
+count is set.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import click
 
 from bayes_dualeval import __version__
 from bayes_dualeval.cli.check import check
+from bayes_dualeval.cli.compare import compare
 from bayes_dualeval.cli.fit import fit
 from bayes_dualeval.cli.models import models
 from bayes_dualeval.cli.report import report
@@ -28,10 +30,11 @@ def cli():
     Example:
         bayes-dualeval check data/
         bayes-dualeval fit data/ --sampler nuts
+        bayes-dualeval compare runs/rasch runs/2pl
     """
 
 
-for _command in (check, simulate, fit, report, models):
+for _command in (check, simulate, fit, report, compare, models):
     cli.add_command(_command)
 
 

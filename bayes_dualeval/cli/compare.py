@@ -1,0 +1,64 @@
+"""``bayes-dualeval compare``: rank fitted runs by PSIS-LOO (ArviZ ``loo`` and ``compare``)."""
+
+from __future__ import annotations
+
+import click
+
+from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+
+
+def _unit_line(table) -> str:
+    """What one left-out value is, and how many there are."""
+    unit, parts = table.attrs.get("unit", {}), []
+    if "static" in unit:
+        parts.append(f"{table.attrs['n_static']:,} static labels")
+    if "arena" in unit:
+        parts.append(f"{table.attrs['n_arena']:,} arena prompts (each {unit['arena']})")
+    return "PSIS-LOO, leaving out one at a time: " + " and ".join(parts)
+
+
+def format_table(table) -> str:
+    """The comparison as aligned text, then one line per run with warnings."""
+    shown = table[["rank", "run", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k"]]
+    text = shown.to_string(index=False, float_format=lambda x: f"{x:.2f}")
+    lines = [_unit_line(table), "", text]
+    lines += [f"warning: {r['run']}: {r['warning']}" for _, r in table.iterrows() if r["warning"]]
+    return "\n".join(lines)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument(
+    "runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str)
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    help="Also write the table to this CSV file.",
+)
+@clean_errors
+def compare(runs, out):
+    """Rank RUNS (run folders fitted to the same data) by PSIS-LOO.
+
+    One elpd per run over the same left-out units: one static label, one arena prompt
+    with its set of pairs (or its rewards). Rank 1 has the highest elpd_loo; elpd_diff and
+    dse are the difference to rank 1 and its standard error; n_bad_k counts units with
+    Pareto k > 0.7. Runs fitted to different data, with a different arena likelihood, or
+    without a pointwise log likelihood are refused.
+
+    \b
+    Example:
+        bayes-dualeval compare runs/rasch runs/2pl --out compare.csv
+    """
+    from bayes_dualeval.inference.device import configure
+
+    configure("cpu", 1, compile_cache=False)
+
+    from bayes_dualeval.runs import atomic
+    from bayes_dualeval.runs.compare import compare_runs
+
+    table = compare_runs(runs)
+    click.echo(format_table(table))
+    if out:
+        path = atomic.write_text(out, table.to_csv(index=False, float_format="%.6g"))
+        click.echo(f"wrote {path}")
