@@ -47,7 +47,7 @@ ITEM_COLUMNS = [
     "flags", "ci",
 ]  # fmt: skip
 CELL_COLUMNS = [
-    "model", "item", "kind", "observed", "expected", "residual", "ppp", "p_value", "q_value",
+    "model", "item", "kind", "observed", "expected", "residual", "p_value", "p_lower", "q_value",
 ]  # fmt: skip
 
 
@@ -125,9 +125,10 @@ def _static_reference(idata, ds) -> pd.DataFrame:
     m, q, y = ds.static_model, ds.static_item, ds.static_y
     p = _p(idata, m, q)
     expected = p.mean(axis=0)
-    tail = np.where(y > 0, expected, 1.0 - expected)  # P(y_rep = y)
+    p_value = np.where(y > 0, expected, 1.0)  # P(y_rep >= y)
+    p_lower = np.where(y > 0, 1.0, 1.0 - expected)  # P(y_rep <= y)
     residual = (y - expected) / np.sqrt(expected * (1.0 - expected))
-    return _table(ds, m, q, expected=expected, ppp=tail, residual=residual)
+    return _table(ds, m, q, expected=expected, p_value=p_value, p_lower=p_lower, residual=residual)
 
 
 def _arena_reference(idata, ds, pairs, bt=False) -> tuple[pd.DataFrame, dict]:
@@ -154,7 +155,7 @@ def _arena_reference(idata, ds, pairs, bt=False) -> tuple[pd.DataFrame, dict]:
     disc = np.stack([np.bincount(item, r, n_items) for r in (w - wins) ** 2 / (phi * binom)])
     prompts = _prompt_fit(disc, np.bincount(item, minlength=n_items).astype(float))
     cells = _table(
-        ds, model, item, observed=w, expected=mean, ppp=np.minimum(upper, 1 - upper),
+        ds, model, item, observed=w, expected=mean, p_value=upper, p_lower=1 - upper,
         residual=residual,
     )  # fmt: skip
     return cells, {"phi": phi, **prompts}
@@ -178,7 +179,7 @@ def _reward_reference(idata, ds) -> tuple[pd.DataFrame, dict]:
     )
     cells = _table(
         ds, ds.arena_model, item, observed=z, expected=mu.mean(axis=0),
-        ppp=np.minimum(upper, 1 - upper), residual=residual,
+        p_value=upper, p_lower=1 - upper, residual=residual,
     )  # fmt: skip
     return cells, _prompt_fit(disc, dof)
 
@@ -211,15 +212,19 @@ def _item_fit_reference(idata, ds, n_rep=3000, seed=0) -> np.ndarray:
     return out
 
 
-def _step_up(p) -> np.ndarray:
-    """Benjamini-Hochberg by its definition: ``min_{l >= k} m p_(l) / l``, capped at 1."""
+def _step_up(p, by=False) -> np.ndarray:
+    """Benjamini-Hochberg by its definition: ``min_{l >= k} m p_(l) / l``, capped at 1.
+
+    ``by``: Benjamini-Yekutieli, ``m`` times ``c(m) = sum_{k <= m} 1 / k``.
+    """
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(~np.isnan(p))
     order = ok[np.argsort(p[ok], kind="stable")]
     m = len(order)
+    c = sum(1.0 / k for k in range(1, m + 1)) if by else 1.0
     for rank, idx in enumerate(order, start=1):
-        out[idx] = min(1.0, min(m * p[order[j - 1]] / j for j in range(rank, m + 1)))
+        out[idx] = min(1.0, min(c * m * p[order[j - 1]] / j for j in range(rank, m + 1)))
     return out
 
 
@@ -353,16 +358,21 @@ def test_anomalies_table(mixed):
     ds = mixed.dataset
     assert list(cells.columns) == CELL_COLUMNS
     assert np.all(np.diff(cells["p_value"].to_numpy()) >= 0)  # most surprising first
+    tied = np.diff(cells["p_value"].to_numpy()) == 0
+    assert np.all(np.diff(cells["residual"].to_numpy())[tied] <= 0)  # then largest residual
     static_ref = _static_reference(mixed.idata, ds)
     arena_ref, prompts = _arena_reference(mixed.idata, ds, mixed.pairs)
     _assert_cells(cells[cells["kind"] == "static"], static_ref, atol=1e-9)
     _assert_cells(cells[cells["kind"] == "arena"], arena_ref)
     assert cells.attrs["arena_dispersion"] == pytest.approx(prompts["phi"], rel=1e-4)
-    ppp = pd.concat([static_ref, arena_ref])["ppp"].reindex(
-        cells.set_index(["model", "item"]).index
-    )
-    np.testing.assert_allclose(cells["p_value"], np.minimum(1, 2 * ppp), rtol=1e-3, atol=1e-6)
-    np.testing.assert_allclose(cells["q_value"], _step_up(cells["p_value"]), rtol=1e-12)
+    # one-sided: a failure is never a surprising success, a success never a surprising failure
+    static = cells[cells["kind"] == "static"]
+    assert (static["p_value"][static["observed"] == 0] == 1).all()
+    assert (static["p_lower"][static["observed"] == 1] == 1).all()
+    arena = cells[cells["kind"] == "arena"]
+    np.testing.assert_allclose(arena["p_value"] + arena["p_lower"], 1.0, atol=1e-12)
+    # Benjamini-Yekutieli over every cell of the table
+    np.testing.assert_allclose(cells["q_value"], _step_up(cells["p_value"], by=True), rtol=1e-12)
     # the planted cell (the weakest model won every pair on prompt 1) is among the top
     prompt1 = ds.items[ds.arena_items[1]]
     arena = cells[cells["kind"] == "arena"].reset_index(drop=True)

@@ -2,7 +2,7 @@
 
 Public functions: :func:`posterior_predictive` (a :class:`PPC`), :func:`anomalies` (the
 cell table), :func:`item_table`, :func:`calibration_table`, :func:`calibration_error` and
-:func:`bh_qvalues`. The modules, in the order a check runs:
+:func:`by_qvalues` (with :func:`bh_qvalues`). The modules, in the order a check runs:
 
 * :mod:`~bayes_dualeval.checks.draws`: the run's draws, data and recorded specification;
 * :mod:`~bayes_dualeval.checks.budget`: how many draws a pass affords, and its chunks;
@@ -35,7 +35,7 @@ from bayes_dualeval.checks.calibration import (
     calibration_table,
 )
 from bayes_dualeval.checks.cells import FLAG_Q
-from bayes_dualeval.checks.fdr import bh_qvalues
+from bayes_dualeval.checks.fdr import bh_qvalues, by_qvalues
 from bayes_dualeval.checks.items import LOW_DISCRIMINATION, MISFIT_PPP, item_table
 from bayes_dualeval.checks.ppc import PPC, anomalies, posterior_predictive
 
@@ -54,6 +54,7 @@ __all__ = [
     "STORE_ELEMENTS",
     "anomalies",
     "bh_qvalues",
+    "by_qvalues",
     "calibration_error",
     "calibration_table",
     "item_table",

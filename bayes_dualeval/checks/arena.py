@@ -8,7 +8,18 @@ An arena cell (pairs likelihood) counts the model's soft wins on the prompt,
 per-draw mean :math:`\sum s` and variance :math:`\phi \sum s(1 - s)`: :math:`\phi = 1` is
 the binomial (hard win/loss) variance, and by default :math:`\phi` is estimated from the
 arena cells (a Pearson dispersion), because soft targets scatter less than coin flips.
-Tail probabilities are normal tail probabilities averaged over draws.
+
+The cell's surprise is one-sided, in the direction of contamination (a model doing better
+on the prompt than its ability predicts; DualEval's protocol plants it by adding 2.0 to the
+z-score of a low-reward cell). Unit: the cell's soft wins :math:`W_{iq}`, on the scale of
+its decisive pairs. Null: in each draw :math:`d`, :math:`W^{rep} \sim
+N(E_d, \phi V_d)` with :math:`E_d = \sum s` and :math:`V_d = \sum s(1 - s)`;
+``p_value`` :math:`= P(W^{rep} \ge W) = \operatorname{mean}_d
+\Phi((E_d - W) / \sqrt{\phi V_d})` and ``p_lower`` :math:`= 1 -` ``p_value``. The
+cells of a prompt share its pairs (one cell's win is another's loss), so their p-values are
+negatively dependent: the cell table adjusts them by Benjamini-Yekutieli. A planted cell
+inflates :math:`\phi` (estimated from the same cells), which makes every arena p-value
+more conservative, not less.
 """
 
 from __future__ import annotations
@@ -114,7 +125,8 @@ def arena_pass(fit: FittedRun, draws: np.ndarray, rng, dispersion: float | None)
         observed=w,
         expected=mean,
         residual=resid,
-        ppp=np.where(used, np.minimum(upper, 1.0 - upper), 1.0),
+        p_value=np.where(used, np.clip(upper, 0.0, 1.0), 1.0),
+        p_lower=np.where(used, np.clip(1.0 - upper, 0.0, 1.0), 1.0),
         used=used,
     )
     item_ppp, rho = prompt_ppp(fit, discrepancy, dof)

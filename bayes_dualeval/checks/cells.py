@@ -3,7 +3,13 @@
 A pass over one kind of data (:mod:`~bayes_dualeval.checks.static`,
 :mod:`~bayes_dualeval.checks.arena`, :mod:`~bayes_dualeval.checks.reward`) gives a
 :class:`Cells` aligned with the dataset's cells; :func:`cell_table` ranks the cells of all
-kinds, most surprising first, with Benjamini-Hochberg q-values over the whole table.
+kinds, most surprising first, with Benjamini-Yekutieli q-values over the whole table.
+
+Every cell has two one-sided posterior predictive p-values: ``p_value``, the probability of
+a replicated outcome at least as good as the observed one (a surprising success: the
+contamination direction, ranked and FDR-adjusted), and ``p_lower``, at most as good (a
+surprising failure: a broken key or grader; reported, not adjusted). Each is conservative
+under its null: ``P(p <= u) <= u`` when the data come from the fitted model.
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from bayes_dualeval.checks.fdr import bh_qvalues
+from bayes_dualeval.checks.fdr import by_qvalues
 
 #: Cells with a q-value below this count as flagged in the misfit tables and summary.
 FLAG_Q = 0.05
 #: Floor of variances and standard deviations in residuals.
 EPS = 1e-12
 #: Columns of the cell table (:func:`bayes_dualeval.checks.anomalies`).
-CELL_COLUMNS = ["model", "item", "kind", "observed", "expected", "residual", "ppp", "p_value"]
+CELL_COLUMNS = [
+    "model", "item", "kind", "observed", "expected", "residual", "p_value", "p_lower", "q_value",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +41,8 @@ class Cells:
     observed: np.ndarray
     expected: np.ndarray
     residual: np.ndarray
-    ppp: np.ndarray  # the smaller posterior predictive tail probability
+    p_value: np.ndarray  # P(rep >= observed): one-sided, a surprising success
+    p_lower: np.ndarray  # P(rep <= observed): one-sided, a surprising failure
     used: np.ndarray  # cells that enter the table (bool)
 
 
@@ -62,16 +71,27 @@ def group_matrix(groups: np.ndarray, n_groups: int, weights=None) -> sparse.csr_
 def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.DataFrame, tuple]:
     """The cell table, most surprising first, and its rows' (model, item) codes.
 
+    Rows are sorted by ascending ``p_value`` (one-sided: better than predicted), then
+    descending signed ``residual``; ``q_value`` is the Benjamini-Yekutieli adjustment
+    (:func:`~bayes_dualeval.checks.fdr.by_qvalues`) of ``p_value`` over every row, static
+    and arena together.
+
     Parameters
     ----------
     models, items : numpy.ndarray of str
         The dataset's labels.
     parts : dict of str to Cells
         The cells of each kind (``static``, ``arena``) that has them.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`CELL_COLUMNS`.
+    codes : tuple of numpy.ndarray
+        The rows' model and item codes.
     """
     if not parts:
-        table = pd.DataFrame(columns=CELL_COLUMNS)
-        table["q_value"] = bh_qvalues(np.zeros(0))
+        table = pd.DataFrame({name: [] for name in CELL_COLUMNS})
         empty = np.zeros(0, dtype=np.int64)
         return table, (empty, empty)
     used = [c.used for c in parts.values()]
@@ -81,10 +101,9 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
             [getattr(c, name)[k] for c, k in zip(parts.values(), used, strict=True)]
         )
 
-    ppp = cat("ppp")
-    p_value = np.minimum(1.0, 2.0 * ppp)
+    p_value = np.clip(cat("p_value"), 0.0, 1.0)
     residual = cat("residual")
-    order = np.lexsort((-np.abs(residual), p_value))
+    order = np.lexsort((-residual, p_value))
     model, item = cat("model")[order], cat("item")[order]
     kinds = np.array(list(parts), dtype=object)
     kind = np.repeat(kinds, [int(k.sum()) for k in used])[order]
@@ -96,11 +115,11 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
             "observed": cat("observed")[order],
             "expected": cat("expected")[order],
             "residual": residual[order],
-            "ppp": ppp[order],
             "p_value": p_value[order],
+            "p_lower": np.clip(cat("p_lower"), 0.0, 1.0)[order],
+            "q_value": by_qvalues(p_value[order]),
         }
     )
-    table["q_value"] = bh_qvalues(p_value[order])
     return table, (model, item)
 
 
@@ -109,17 +128,17 @@ def misfit_table(cells: pd.DataFrame, codes: np.ndarray, labels: dict) -> pd.Dat
 
     ``labels`` maps the group columns to label arrays indexed by code. Groups are listed
     in order of their first row in the table, then sorted by the number of flagged cells
-    (descending) and the smallest ppp (stable).
+    (descending) and the smallest ``p_value`` (stable).
     """
     n_groups = max(len(v) for v in labels.values())
     flagged = (cells["q_value"].to_numpy(dtype=np.float64) < FLAG_Q).astype(np.float64)
     abs_res = np.abs(cells["residual"].to_numpy(dtype=np.float64))
-    ppp = cells["ppp"].to_numpy(dtype=np.float64)
+    p_value = cells["p_value"].to_numpy(dtype=np.float64)
     n_cells = np.bincount(codes, minlength=n_groups)
     first = np.full(n_groups, len(codes))
     np.minimum.at(first, codes, np.arange(len(codes)))
-    min_ppp = np.full(n_groups, np.inf)
-    np.minimum.at(min_ppp, codes, ppp)
+    min_p = np.full(n_groups, np.inf)
+    np.minimum.at(min_p, codes, p_value)
     present = np.flatnonzero(n_cells > 0)
     present = present[np.argsort(first[present], kind="stable")]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -129,9 +148,9 @@ def misfit_table(cells: pd.DataFrame, codes: np.ndarray, labels: dict) -> pd.Dat
                 "n_cells": n_cells[present],
                 "n_flagged": np.bincount(codes, flagged, n_groups)[present].astype(int),
                 "mean_abs_residual": (np.bincount(codes, abs_res, n_groups) / n_cells)[present],
-                "min_ppp": min_ppp[present],
+                "min_p_value": min_p[present],
             }
         )
     table.insert(len(labels) + 2, "share_flagged", table["n_flagged"] / table["n_cells"])
-    order = np.lexsort((table["min_ppp"].to_numpy(), -table["n_flagged"].to_numpy()))
+    order = np.lexsort((table["min_p_value"].to_numpy(), -table["n_flagged"].to_numpy()))
     return table.iloc[order].reset_index(drop=True)

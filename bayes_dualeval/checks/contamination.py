@@ -3,48 +3,25 @@
 Static data are simulated with known truth; a share of the cells that the true model
 predicts as failures (true ``p`` below ``max_p``) and that were observed as failures are
 flipped to successes, as leaked test items would be; the model is fitted and the cells
-are scored. :func:`contamination_study` returns the AUROC of the fitted model's anomaly
-score (the signed standardised residual of :func:`bayes_dualeval.checks.anomalies`: large
-for surprising successes) against the simple baseline ``y (1 - acc_model * acc_item)`` of
-empirical accuracies. Used by ``tests/test_checks.py`` and
-``scripts/contamination_study.py``.
+are scored. :func:`contamination_study` returns the AUROC of the order of the anomaly
+table (:func:`bayes_dualeval.checks.anomalies`: smallest one-sided p-value first) against
+the simple baseline ``y (1 - acc_model * acc_item)`` of empirical accuracies. Used by
+``tests/test_checks.py`` and ``scripts/contamination_study.py``; the ranking metrics and
+the arena planting are in :mod:`~bayes_dualeval.checks.audit`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from bayes_dualeval.checks.audit import auroc, table_score
 from bayes_dualeval.checks.ppc import anomalies
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import STATIC_SOURCE, simulate
 from bayes_dualeval.model import links
 
-
-def auroc(score, positive) -> float:
-    """Area under the ROC curve of ``score`` for ``positive`` cells (ties count half).
-
-    Parameters
-    ----------
-    score : array_like of float
-        Higher means more suspicious.
-    positive : array_like of bool
-        True for the cells that should score high.
-
-    Returns
-    -------
-    float
-        The Mann-Whitney probability that a positive cell outscores a negative one (NaN
-        without both kinds).
-    """
-    score = np.asarray(score, dtype=np.float64)
-    positive = np.asarray(positive, dtype=bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    ranks = stats.rankdata(score)
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+__all__ = ["auroc", "baseline_score", "contaminate", "contamination_study", "true_probability"]
 
 
 def true_probability(truth: dict, models, items) -> np.ndarray:
@@ -145,8 +122,9 @@ def contamination_study(
     Returns
     -------
     dict
-        ``auroc`` (ours), ``auroc_baseline``, ``auroc_ppp`` (score ``1 - ppp``),
-        ``auroc_oracle`` (score ``y (1 - p)`` with the true ``p``: the ceiling),
+        ``auroc`` (ours: the table's order), ``auroc_baseline``, ``auroc_residual`` (the
+        signed residual), ``auroc_oracle`` (score ``y (1 - p)`` with the true ``p``: the
+        ceiling),
         ``injected``, ``cells`` and ``flagged_injected`` / ``flagged_clean`` (cells with
         ``q_value < 0.05``).
     """
@@ -171,15 +149,15 @@ def contamination_study(
         ]
     )
     positive = pd.Series(injected, index=frame_key).reindex(key).to_numpy(dtype=bool)
+    ours = table_score(cells, key)
     table = cells.set_index(["model", "item"]).reindex(key)
-    ours = table["residual"].to_numpy(dtype=np.float64)
     flagged = table["q_value"].to_numpy(dtype=np.float64) < 0.05
     p_true = true_probability(truth, ds.models[ds.static_model], ds.items[ds.static_item])
     return {
         "seed": seed,
         "auroc": auroc(ours, positive),
         "auroc_baseline": auroc(baseline_score(ds), positive),
-        "auroc_ppp": auroc(1.0 - table["ppp"].to_numpy(dtype=np.float64), positive),
+        "auroc_residual": auroc(table["residual"].to_numpy(dtype=np.float64), positive),
         "auroc_oracle": auroc(ds.static_y * (1.0 - p_true), positive),
         "injected": int(positive.sum()),
         "cells": len(positive),

@@ -6,8 +6,8 @@ an :class:`arviz.InferenceData` from :func:`bayes_dualeval.runs.fit.fit` (or
 :class:`~bayes_dualeval.data.dataset.Dataset` it was fitted to:
 
 * :func:`anomalies`: every model-item cell with its observed and expected value, a
-  standardised residual, a posterior predictive tail probability and a Benjamini-Hochberg
-  q-value, most surprising first;
+  standardised residual, one-sided posterior predictive p-values and a
+  Benjamini-Yekutieli q-value, most surprising first;
 * :func:`posterior_predictive`: replicated data compared with the observed data per model
   and per item, calibration tables and a summary of the model's fit;
 * :func:`~bayes_dualeval.checks.item_table`: one row per item with its parameters, Fisher
@@ -20,8 +20,8 @@ the modules of the passes: :mod:`~bayes_dualeval.checks.static` (static cells),
 :mod:`~bayes_dualeval.checks.arena` (arena pairs, Bradley-Terry) and
 :mod:`~bayes_dualeval.checks.reward` (the reward likelihood). Tail probabilities are
 Rao-Blackwellised: averaged over posterior draws of the exact (or normal) conditional tail
-probability, so they have no Monte Carlo floor and the Benjamini-Hochberg step-up can
-reach small q-values. Everything is vectorised over cells and processed in chunks of draws
+probability, so they have no Monte Carlo floor and the step-up can reach small q-values.
+Everything is vectorised over cells and processed in chunks of draws
 (:mod:`~bayes_dualeval.checks.budget`), in float32 where a value is evaluated per cell (or
 pair) and draw.
 """
@@ -70,7 +70,7 @@ class PPC:
         against the mean soft target; ``n`` sums to the number of decisive pairs.
     model_misfit, item_misfit : pandas.DataFrame
         Per model (per item): ``n_cells, n_flagged`` (cells with ``q_value`` below
-        :data:`FLAG_Q`), ``share_flagged, mean_abs_residual, min_ppp``; worst first.
+        :data:`FLAG_Q`), ``share_flagged, mean_abs_residual, min_p_value``; worst first.
     anomalies : pandas.DataFrame
         The full cell table of :func:`anomalies`.
     summary : dict
@@ -341,18 +341,20 @@ def anomalies(
     -------
     pandas.DataFrame
         One row per cell, most surprising first (ascending ``p_value``, then descending
-        ``|residual|``), with columns ``model, item, kind, observed, expected, residual, ppp,
-        p_value, q_value``. Static cells: ``observed`` is the 0/1 label, ``expected`` the
-        posterior mean of ``p``, ``ppp`` the posterior predictive probability of an
-        outcome at least as extreme as the observed one in its direction (``E[p]`` for a
-        success, ``E[1 - p]`` for a failure). Arena cells (pairs likelihood): ``observed``
-        the model's soft wins on the prompt over its decisive pairs, ``expected`` the
-        posterior mean of its predicted wins; reward likelihood: the normalised reward and
-        its posterior mean prediction. ``residual`` is ``(observed - expected) / sd`` with
-        the posterior predictive sd; ``p_value = min(1, 2 ppp)`` (two-sided) and
-        ``q_value`` its Benjamini-Hochberg adjustment over all cells of the table. Arena
-        cells without decisive pairs are left out. ``attrs["arena_dispersion"]`` holds
-        the dispersion used (NaN without arena cells).
+        ``residual``), with columns ``model, item, kind, observed, expected, residual,
+        p_value, p_lower, q_value``. Static cells: ``observed`` is the 0/1 label,
+        ``expected`` the posterior mean of ``p``; ``p_value = P(y_rep >= y)`` is ``E[p]`` for
+        a success and 1 for a failure (one-sided: only a success can point to a leak),
+        ``p_lower = P(y_rep <= y)`` is ``E[1 - p]`` for a failure and 1 for a success (a
+        surprising failure). Arena cells (pairs likelihood): ``observed`` the model's soft
+        wins on the prompt over its decisive pairs, ``expected`` the posterior mean of its
+        predicted wins; reward likelihood: the normalised reward and its posterior mean
+        prediction; ``p_value`` is the normal upper tail ``P(rep >= observed)`` averaged
+        over draws and ``p_lower = 1 - p_value``. ``residual`` is ``(observed - expected) /
+        sd`` with the posterior predictive sd. ``q_value`` is the Benjamini-Yekutieli
+        adjustment of ``p_value`` over all cells of the table (valid under any dependence);
+        ``p_lower`` is not adjusted. Arena cells without decisive pairs are left out.
+        ``attrs["arena_dispersion"]`` holds the dispersion used (NaN without arena cells).
 
     Examples
     --------

@@ -4,6 +4,15 @@ An arena cell under the ``reward`` likelihood compares the normalised reward wit
 :math:`\bar z_q + \gamma(p_{iq} - \bar p_q)` (the prompt offset integrated out, as in
 :func:`~bayes_dualeval.model.likelihood.reward_per_item`) and residual standard deviation
 :math:`\sigma\sqrt{1 - 1/n_q}`.
+
+The cell's surprise is one-sided, in the direction of contamination (a reward above what
+the model predicts; DualEval's protocol adds 2.0 to the z-score of low-reward cells). Unit:
+the normalised reward :math:`z` (the loader's z-score). Null: in each draw,
+:math:`z^{rep} \sim N(\mu_d, \sigma_d^2 (1 - 1/n_q))`; ``p_value`` :math:`= P(z^{rep}
+\ge z)`, the normal upper tail averaged over draws, and ``p_lower`` :math:`= 1 -`
+``p_value``. Residuals of one prompt sum to zero (the prompt offset is integrated out), so
+their p-values are negatively dependent: the cell table adjusts them by
+Benjamini-Yekutieli.
 """
 
 from __future__ import annotations
@@ -69,7 +78,8 @@ def reward_pass(fit: FittedRun, draws: np.ndarray, rng) -> ArenaPass:
         observed=z,
         expected=mean,
         residual=(z - mean) / np.sqrt(np.maximum(var, EPS)),
-        ppp=np.minimum(upper, 1.0 - upper),
+        p_value=np.clip(upper, 0.0, 1.0),
+        p_lower=np.clip(1.0 - upper, 0.0, 1.0),
         used=np.ones(len(z), dtype=bool),
     )
     item_ppp, rho = prompt_ppp(fit, discrepancy, dof)

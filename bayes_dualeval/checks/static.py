@@ -1,10 +1,19 @@
 r"""One pass over the static cells: cell checks, replicated labels, item fit.
 
 A static cell has expected value :math:`\bar p_{iq}` (the posterior mean of the success
-probability of the run's IRT link) and the exact posterior predictive probability
-:math:`P(y^{rep} \ge y)` or :math:`P(y^{rep} \le y)`, averaged over draws
-(Rao-Blackwellised: no Monte Carlo floor). The same pass draws the replicated labels
-behind the item fit, the replicated accuracies per model and per item.
+probability of the run's IRT link) and two exact one-sided posterior predictive p-values,
+averaged over draws (Rao-Blackwellised: no Monte Carlo floor):
+
+* ``p_value`` :math:`= P(y^{rep} \ge y)`: :math:`\bar p_{iq}` for a success, 1 for a
+  failure. A success the model did not expect (a leaked answer) has a small value; a
+  failure is never evidence of contamination.
+* ``p_lower`` :math:`= P(y^{rep} \le y)`: :math:`1 - \bar p_{iq}` for a failure, 1 for a
+  success (the mirrored direction: a surprising failure, e.g. a wrong key).
+
+Both are discrete and conservative when the labels follow the model: with the true
+:math:`p` in place of :math:`\bar p`, :math:`P(\text{p\_value} \le u) = p\,1[p \le u]
+\le u`. The same pass draws the replicated labels behind the item fit, the replicated
+accuracies per model and per item.
 """
 
 from __future__ import annotations
@@ -58,8 +67,9 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
 
     Works on ``z``, the log-odds of the observed label
     (:meth:`~bayes_dualeval.checks.draws.FittedRun.label_logodds`), so that small tail
-    probabilities keep their precision in float32. The cell's tail probability (``E[p]``
-    for a success, ``E[1 - p]`` for a failure) is the posterior mean of ``sigmoid(z)``.
+    probabilities keep their precision in float32. The probability of the observed label
+    (``E[p]`` for a success, ``E[1 - p]`` for a failure) is the posterior mean of
+    ``sigmoid(z)``: the cell's ``p_value`` for a success, its ``p_lower`` for a failure.
     Replicates (one per entry of :func:`~bayes_dualeval.checks.budget.replicate_index`)
     give the deviance item-fit ppp (mid-p: ``P(D_rep > D_obs) + P(D_rep = D_obs) / 2``
     with ``D = -2 log p(y | theta)`` summed over the item's cells; ``D_rep - D_obs`` is
@@ -114,7 +124,8 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
         observed=y_obs,
         expected=mean_p,
         residual=np.where(y_obs > 0, 1.0, -1.0) * (1.0 - mean_obs) / sd,
-        ppp=np.minimum(mean_obs, 1.0),
+        p_value=np.where(y_obs > 0, np.minimum(mean_obs, 1.0), 1.0),
+        p_lower=np.where(y_obs > 0, 1.0, np.minimum(mean_obs, 1.0)),
         used=np.ones(n_cells, dtype=bool),
     )
     if rng is None:

@@ -21,6 +21,7 @@ from bayes_dualeval.cli.shared import (
     CONTEXT,
     clean_errors,
     data_argument,
+    fit_anomalies_option,
     reward_norm_option,
     say,
     skip_invalid_option,
@@ -73,10 +74,14 @@ def _run_option(*decls, **kwargs):
     show_default=True,
     help="Where JAX runs; auto uses a GPU when there is one.",
 )
+@fit_anomalies_option
 @_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @clean_errors
-def fit(data, model_name, ci, out, device, no_report, quiet, reward_norm, skip_invalid, **fields):
+def fit(
+    data, model_name, ci, out, device, anomalies, no_report, quiet, reward_norm, skip_invalid,
+    **fields,
+):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
     The run folder holds posterior.nc (ArviZ InferenceData), diagnostics.json, the
@@ -89,6 +94,7 @@ def fit(data, model_name, ci, out, device, no_report, quiet, reward_norm, skip_i
         bayes-dualeval fit data/ --sampler nuts
         bayes-dualeval fit data/ --sampler map --mode static --out runs/static-map
         bayes-dualeval fit data/ --irt 3pl --guess-mean 0.25
+        bayes-dualeval fit data/ --sampler svi --anomalies all
     """
     import time
 
@@ -116,7 +122,7 @@ def fit(data, model_name, ci, out, device, no_report, quiet, reward_norm, skip_i
     say(ds.summary(), quiet)
     say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
     result = run_fit(ds, config, settings, timings=timings)
-    run_dir = output.write(result, run_dir, ci=ci, report=not no_report)
+    run_dir = output.write(result, run_dir, ci=ci, anomalies=anomalies, report=not no_report)
     _tell(result, run_dir, sampler, ci)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+from bayes_dualeval.cli.shared import CONTEXT, clean_errors, report_anomalies_option
 
 
 @click.command(context_settings=CONTEXT)
@@ -15,17 +15,20 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors
     default=None,
     help="Credible interval level of the tables and report.  [default: the run's]",
 )
+@report_anomalies_option
 @clean_errors
-def report(run_dir, ci):
+def report(run_dir, ci, anomalies):
     """Rebuild the report and tables of RUN_DIR from its posterior.nc, without refitting.
 
     Writes RUN_DIR/report.html (one self-contained file), RUN_DIR/report.md with its
-    figures in RUN_DIR/figures/, and the CSV tables again (at --ci, if given).
+    figures in RUN_DIR/figures/, and the CSV tables again (at --ci and with --anomalies
+    rows, if given; else as the run recorded them).
 
     \b
     Example:
         bayes-dualeval report runs/20260101-120000-nuts
         bayes-dualeval report runs/20260101-120000-nuts --ci 0.9
+        bayes-dualeval report runs/20260101-120000-nuts --anomalies all
     """
     from bayes_dualeval.inference.device import configure
 
@@ -36,7 +39,8 @@ def report(run_dir, ci):
     from bayes_dualeval.runs import output
     from bayes_dualeval.runs.load import load_result
 
-    written = output.rewrite(load_result(run_dir), run_dir, ci=ci)  # ci None: the run's level
+    # None: the run's recorded level and anomalies setting
+    written = output.rewrite(load_result(run_dir), run_dir, ci=ci, anomalies=anomalies)
     figures = [p for p in written if p.suffix == ".png"]
     for path in (p for p in written if p.suffix != ".png"):
         click.echo(f"wrote {path}")

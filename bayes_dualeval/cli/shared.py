@@ -14,7 +14,8 @@ import click
 
 from bayes_dualeval.cli.options import SectionOption
 from bayes_dualeval.data.dataset import REWARD_NORMS, load
-from bayes_dualeval.errors import DualEvalError
+from bayes_dualeval.errors import ConfigError, DualEvalError
+from bayes_dualeval.runs.selection import ALL, ANOMALY_TOP, anomaly_rows
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -78,3 +79,43 @@ skip_invalid_option = click.option(
     is_flag=True,
     help="Skip and count rows with invalid values instead of stopping at the first one.",
 )
+
+
+class AnomalyRows(click.ParamType):
+    """``--anomalies``: ``all`` or a whole number of rows.
+
+    Checked by :func:`~bayes_dualeval.runs.selection.anomaly_rows`.
+    """
+
+    name = f"{ALL}|N"
+
+    def convert(self, value, param, ctx):
+        """The checked setting (``"all"`` or an int); a bad value is a usage error."""
+        try:
+            return anomaly_rows(value)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+#: What ``--anomalies`` means, in the help of ``fit`` and ``report``.
+ANOMALIES_HELP = (
+    f"Rows of anomalies.csv, most surprising first: '{ALL}' (every cell) or N (the N most "
+    "surprising cells and every cell flagged by its q-value)."
+)
+
+
+def anomalies_option(*, default, section: str = "Options", note: str = ""):
+    """The ``--anomalies`` option (default ``default``; ``None``: the run's setting)."""
+    return click.option(
+        "--anomalies",
+        cls=SectionOption,
+        section=section,
+        type=AnomalyRows(),
+        default=default,
+        show_default=default is not None,
+        help=ANOMALIES_HELP + note,
+    )
+
+
+fit_anomalies_option = anomalies_option(default=str(ANOMALY_TOP), section="Run")
+report_anomalies_option = anomalies_option(default=None, note="  [default: the run's]")

@@ -14,17 +14,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.checks import item_table, posterior_predictive
+from bayes_dualeval.checks import FLAG_Q, item_table, posterior_predictive
 from bayes_dualeval.checks.benchmarks import contamination_table
 from bayes_dualeval.errors import ReportWarning
 from bayes_dualeval.posterior.summaries import leaderboard, pairwise
 from bayes_dualeval.runs import atomic
 from bayes_dualeval.runs.fit import FitResult, write_diagnostics, write_run
+from bayes_dualeval.runs.selection import ANOMALY_TOP, anomaly_rows, select_anomalies
 
-#: ``anomalies.csv`` keeps every cell with a q-value below this ...
-ANOMALY_Q = 0.2
-#: ... and at least this many cells (the most surprising ones).
-ANOMALY_TOP = 50
 #: Posterior draws (a seeded random subset) behind the checks of a run's tables: enough for
 #: p-values to about +-0.02, and half the time of 1,000 at paper scale.
 CHECK_DRAWS = 500
@@ -32,32 +29,49 @@ CHECK_DRAWS = 500
 DEFAULT_CI = 0.95
 
 
-def tabulate(result: FitResult, *, ci: float) -> FitResult:
+def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     """Compute a run's checks and tables at level ``ci`` and keep them on ``result``.
 
     The posterior predictive checks (:func:`~bayes_dualeval.checks.posterior_predictive`)
     run once, on the run's own pairs and seed, and the item table reuses them. Tables:
     ``leaderboard`` (with the run's convergence verdict as a ``converged`` column, so a
     table copied out of the run folder still says when its intervals cannot be trusted),
-    ``pairwise``, ``items``, ``anomalies`` (the cells with ``q_value`` below
-    :data:`ANOMALY_Q`, and at least the :data:`ANOMALY_TOP` most surprising ones, with the
-    level as a ``ci`` column) and, with static data, ``contamination`` (one row per model
-    and benchmark: :func:`~bayes_dualeval.checks.benchmarks.contamination_table`).
-    ``result.diagnostics`` records the level and the checks' summary.
+    ``pairwise``, ``items``, ``anomalies`` (the cell table, most surprising first: every
+    cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
+    :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
+    static data, ``contamination`` (one row per model and benchmark:
+    :func:`~bayes_dualeval.checks.benchmarks.contamination_table`). ``result.diagnostics``
+    records the level, the ``anomalies`` setting and the checks' summary.
+
+    Parameters
+    ----------
+    result : FitResult
+    ci : float
+        Interval level of the tables.
+    anomalies : int or str, optional
+        Rows of ``anomalies.csv``: ``"all"`` or a number (see
+        :func:`~bayes_dualeval.runs.selection.anomaly_rows`); default the run's recorded
+        setting, else :data:`ANOMALY_TOP`.
 
     Returns
     -------
     FitResult
         ``result`` itself, with ``ci``, ``ppc`` and ``tables`` set.
+
+    Raises
+    ------
+    ConfigError
+        If ``anomalies`` is neither ``"all"`` nor a whole number.
     """
+    if anomalies is None:
+        anomalies = result.diagnostics.get("anomalies", ANOMALY_TOP)
+    anomalies = anomaly_rows(anomalies)
     idata, dataset = result.idata, result.dataset
     kw = {"pairs": result.pairs, "bb_ratio": result.config.bb_ratio,
           "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed,
           "max_draws": CHECK_DRAWS}  # fmt: skip
     ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
-    cells = ppc.anomalies
-    keep = (cells["q_value"] < ANOMALY_Q).to_numpy() | (np.arange(len(cells)) < ANOMALY_TOP)
-    flagged = cells.loc[keep].reset_index(drop=True)
+    flagged = select_anomalies(ppc.anomalies, anomalies, FLAG_Q)
     flagged["ci"] = ci
     board = leaderboard(idata, dataset, ci=ci)
     board["converged"] = pd.array([result.converged] * len(board), dtype="boolean")
@@ -71,6 +85,7 @@ def tabulate(result: FitResult, *, ci: float) -> FitResult:
     if len(dataset.static_y) and result.config.mode in ("both", "static"):
         result.tables["contamination"] = contamination_table(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
+    result.diagnostics["anomalies"] = anomalies
     result.diagnostics["ppc"] = ppc.summary
     return result
 
@@ -87,18 +102,26 @@ def write_tables(folder: str | Path, tables: dict) -> list[Path]:
 
 
 def write(
-    result: FitResult, out: str | Path, *, ci: float = DEFAULT_CI, report: bool = True
+    result: FitResult,
+    out: str | Path,
+    *,
+    ci: float = DEFAULT_CI,
+    anomalies=None,
+    report: bool = True,
 ) -> Path:
     """Write a complete run folder (posterior, diagnostics, tables and report).
 
     The posterior, diagnostics and tables are staged and moved into place together, so a
     failure leaves no partial run; the report comes after and can be rebuilt with
     ``bayes-dualeval report RUN_DIR``. Checks and tables are computed once
-    (:func:`tabulate`) and kept on ``result``.
+    (:func:`tabulate`, which takes ``ci`` and ``anomalies``: ``"all"`` writes every cell
+    to ``anomalies.csv``) and kept on ``result``.
     """
+    if anomalies is not None:
+        anomalies = anomaly_rows(anomalies)  # a bad setting fails before anything is written
 
     def tables(staging, result):
-        write_tables(staging, tabulate(result, ci=ci).tables)
+        write_tables(staging, tabulate(result, ci=ci, anomalies=anomalies).tables)
 
     run_dir = write_run(result, out, extra=tables)
     if report:
@@ -106,11 +129,14 @@ def write(
     return run_dir
 
 
-def rewrite(result: FitResult, run_dir: str | Path, *, ci: float | None = None) -> list[Path]:
+def rewrite(
+    result: FitResult, run_dir: str | Path, *, ci: float | None = None, anomalies=None
+) -> list[Path]:
     """Write a run's tables, ``diagnostics.json`` and report again, at level ``ci``.
 
     For a run read back by :func:`~bayes_dualeval.runs.load.load_result`: the checks use
-    the run's pairs and seed, so the tables match those the fit wrote at the same level.
+    the run's pairs and seed, so the tables match those the fit wrote at the same level
+    and ``anomalies`` setting.
 
     Parameters
     ----------
@@ -119,6 +145,9 @@ def rewrite(result: FitResult, run_dir: str | Path, *, ci: float | None = None) 
         The run folder.
     ci : float, optional
         Interval level; defaults to the run's (``diagnostics["ci"]``), else 0.95.
+    anomalies : int or str, optional
+        Rows of ``anomalies.csv`` (``"all"`` or a number); defaults to the run's
+        (``diagnostics["anomalies"]``), else :data:`ANOMALY_TOP`.
 
     Returns
     -------
@@ -128,7 +157,7 @@ def rewrite(result: FitResult, run_dir: str | Path, *, ci: float | None = None) 
     from bayes_dualeval.report import document
 
     ci = float(ci if ci is not None else result.diagnostics.get("ci") or DEFAULT_CI)
-    tabulate(result, ci=ci)
+    tabulate(result, ci=ci, anomalies=anomalies)
     paths = write_tables(run_dir, result.tables)
     write_diagnostics(run_dir, result.diagnostics)
     return paths + document.write_report(result, run_dir)

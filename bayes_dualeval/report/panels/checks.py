@@ -137,11 +137,13 @@ def anomalies(doc: Markup, ctx: ReportContext) -> None:
     flagged = int((cells["q_value"] < FLAG_Q).sum())
     top = cells.head(TOP_ANOMALIES)
     doc.para(
-        f"The {len(top)} most surprising of {len(cells)} model-item cells (smallest "
-        "posterior predictive tail probability first). Static: observed label against "
-        "the predicted probability of success; arena: the model's soft wins on the prompt "
-        "against the predicted wins. residual = (observed \u2212 expected) / predictive sd; "
-        f"q is the Benjamini-Hochberg adjusted p-value. {flagged} cell(s) have "
+        f"The {len(top)} most surprising of {len(cells)} model-item cells: smallest "
+        "one-sided p-value first, the probability under the fitted model of an outcome at "
+        "least as good as the observed one (the direction of contamination). Static: "
+        "observed label against the predicted probability of success (a failure has p = 1); "
+        "arena: the model's soft wins on the prompt against the predicted wins. residual = "
+        "(observed \u2212 expected) / predictive sd; q is the Benjamini-Yekutieli adjusted "
+        f"p-value, valid however the cells depend on each other. {flagged} cell(s) have "
         f"q < {FLAG_Q:g}"
         + (
             ": only these are more surprising than chance among this many cells."
@@ -157,7 +159,7 @@ def anomalies(doc: Markup, ctx: ReportContext) -> None:
             "observed": [num(x, ".3g") for x in top["observed"]],
             "expected": [num(x, ".3g") for x in top["expected"]],
             "residual": [num(x, "+.2f") for x in top["residual"]],
-            "ppp": [num(x, ".2g") for x in top["ppp"]],
+            "p": [num(x, ".2g") for x in top["p_value"]],
             "q": [num(x, ".2g") for x in top["q_value"]],
         }
     )
