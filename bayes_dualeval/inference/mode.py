@@ -143,7 +143,9 @@ def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
 
 def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
     if hasattr(inputs, "item_centred"):  # one fixed layout for the items' affine maps
-        inputs = dataclasses.replace(inputs, item_centred=jnp.zeros_like(inputs.item_centred))
+        inputs = dataclasses.replace(
+            inputs, item_centred=jnp.zeros_like(inputs.item_centred), n_anchored=0
+        )
     sites = _latent_sites((inputs, config))
     items = tuple(name for name, (_, plates) in sites.items() if ITEM_PLATE in plates)
     unknown = sorted(set(items) - set(ITEM_TARGETS))

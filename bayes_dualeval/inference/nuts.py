@@ -32,7 +32,7 @@ def make_mcmc(inputs: ModelInputs, config: ModelConfig, settings: SamplerSetting
         dualeval_model,
         target_accept_prob=settings.target_accept,
         max_tree_depth=settings.max_tree_depth,
-        init_strategy=init_strategy(config),
+        init_strategy=init_strategy(config, inputs),
         dense_mass=[global_sites(config, inputs)],
     )
     n_dev = jax.local_device_count()

@@ -1,44 +1,85 @@
 """Where NUTS and SVI start.
 
 Every site starts uniformly within ``(-RADIUS, RADIUS)`` in NumPyro's unconstrained space,
-except, under 3PL and 4PL, the sites on the unit interval (the levels ``mu_c``, ``mu_d``
-of the floors and ceilings, or the floors ``c_static`` and ceilings ``d_static``
-themselves under the independent prior): those start at their prior median. A uniform
-start puts floors and ceilings alike near 0.5, so on some item the ceiling can fall below
-the floor, where the likelihood is undefined.
+with two exceptions:
+
+* under 3PL and 4PL, the sites on the unit interval (the levels ``mu_c``, ``mu_d`` of the
+  floors and ceilings, or the floors ``c_static`` and ceilings ``d_static`` themselves
+  under the independent prior) start at their prior median. A uniform start puts floors
+  and ceilings alike near 0.5, so on some item the ceiling can fall below the floor,
+  where the likelihood is undefined;
+* with the arena level term, ``gamma`` and ``level_c`` start where every prompt's mean
+  reward is attainable (:func:`level_start`): a prompt's mean ``c_s + gamma pbar_q`` can
+  only lie between ``c_s`` and ``c_s + gamma``, and a start far outside puts every
+  anchored difficulty at the edge of the scale (:mod:`bayes_dualeval.model.anchoring`).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 from numpyro.distributions import constraints
 from numpyro.infer import init_to_median, init_to_uniform
 
 from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.priors import uses_level
 
 #: Half-width of the uniform start in the unconstrained space.
 RADIUS = 0.5
+#: Share of the range of prompt means left free below the lowest and above the highest.
+LEVEL_MARGIN = 0.15
 
 
-def init_strategy(config: ModelConfig):
-    """The NumPyro init strategy for the model of ``config``.
+def level_start(inputs: ModelInputs) -> tuple[float, np.ndarray]:
+    """Starting ``gamma`` and ``level_c`` (one per arena source) for the level term.
+
+    Each source's prompt means ``zbar_q`` span ``[lo_s, hi_s]``; its intercept starts at
+    ``lo_s - m (hi_s - lo_s)`` and ``gamma`` at the largest ``(1 + 2 m) (hi_s - lo_s)``
+    (``m`` = :data:`LEVEL_MARGIN`), so every prompt's target ``pbar_q`` lies within
+    ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]`` at the start.
+    """
+    used = np.asarray(inputs.prompt_n) > 0
+    group = np.asarray(inputs.level_group)[used]
+    zbar = np.asarray(inputs.prompt_zbar, np.float64)[used]
+    k = inputs.n_level_groups
+    lo = np.full(k, np.inf)
+    hi = np.full(k, -np.inf)
+    np.minimum.at(lo, group, zbar)
+    np.maximum.at(hi, group, zbar)
+    span = np.maximum(hi - lo, 0.5)
+    gamma = float(np.max((1.0 + 2.0 * LEVEL_MARGIN) * span))
+    return gamma, (lo - LEVEL_MARGIN * span).astype(np.float32)
+
+
+def init_strategy(config: ModelConfig, inputs: ModelInputs | None = None):
+    """The NumPyro init strategy for the model of ``config`` on ``inputs``.
 
     Returns
     -------
     functools.partial
         ``init_to_uniform(radius=RADIUS)`` (NumPyro draws it without tracing the model),
-        or under 3PL/4PL the same with unit-interval sites at their prior median.
+        with unit-interval sites at their prior median under 3PL/4PL and the level term's
+        globals at :func:`level_start` when ``inputs`` use it.
     """
-    if config.mode != "bt" and links.get(config.irt).asymptotes:
-        return partial(_bounded_at_median, radius=RADIUS)
-    return init_to_uniform(radius=RADIUS)
+    bounded = config.mode != "bt" and links.get(config.irt).asymptotes
+    values = {}
+    if inputs is not None and inputs.has_arena and uses_level(inputs, config):
+        gamma, level_c = level_start(inputs)
+        values = {"gamma": gamma, "level_c": level_c}
+    if not bounded and not values:
+        return init_to_uniform(radius=RADIUS)
+    return partial(_start, values=values, bounded=bounded, radius=RADIUS)
 
 
-def _bounded_at_median(site=None, radius=RADIUS):
+def _start(site=None, values=None, bounded=False, radius=RADIUS):
     if site is None:
-        return partial(_bounded_at_median, radius=radius)
-    if site["type"] == "sample" and site["fn"].support is constraints.unit_interval:
-        return init_to_median(site)
+        return partial(_start, values=values, bounded=bounded, radius=radius)
+    if site["type"] == "sample" and not site["is_observed"]:
+        if site["name"] in values:
+            return np.broadcast_to(values[site["name"]], site["fn"].shape()).astype(np.float32)
+        if bounded and site["fn"].support is constraints.unit_interval:
+            return init_to_median(site)
     return init_to_uniform(site, radius=radius)

@@ -44,7 +44,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         ``guide``, ``steps``, ``converged``, ``final_loss`` and ``losses``.
     """
     guide_cls = AutoNormal if settings.guide == "normal" else AutoLowRankMultivariateNormal
-    guide = guide_cls(dualeval_model, init_loc_fn=init_strategy(config))
+    guide = guide_cls(dualeval_model, init_loc_fn=init_strategy(config, inputs))
     svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), Trace_ELBO())
     key_fit, key_draw = jax.random.split(jax.random.PRNGKey(settings.seed))
     window = min(WINDOW, settings.svi_steps)

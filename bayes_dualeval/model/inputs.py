@@ -37,10 +37,11 @@ class ModelInputs:
 
     Attributes
     ----------
-    n_models, n_items, n_groups, n_level_groups, n_static_items : int
+    n_models, n_items, n_groups, n_level_groups, n_static_items, n_anchored : int
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
-        the items with static labels.
+        the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
+        anchored (row 2 of ``item_centred``).
     item_group : jax.Array of int32, shape (Q,)
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
@@ -71,9 +72,11 @@ class ModelInputs:
     level_group : jax.Array of int32, shape (Q,)
         Arena source (index among the ``n_level_groups`` arena item groups) of each item;
         0 for items that are not arena prompts (masked by ``prompt_n``).
-    item_centred : jax.Array of float32, shape (2, Q)
+    item_centred : jax.Array of float32, shape (3, Q)
         1 where an item's ``b`` (row 0) or ``log a`` (row 1) is sampled in centred
-        coordinates, 0 where non-centred (hierarchical item prior; see :func:`centring`).
+        coordinates, 0 where non-centred (hierarchical item prior; see :func:`centring`);
+        row 2 is 1 where an arena prompt's ``b`` is anchored to its level
+        (:mod:`bayes_dualeval.model.anchoring`).
     """
 
     n_models: int
@@ -81,6 +84,7 @@ class ModelInputs:
     n_groups: int
     n_level_groups: int
     n_static_items: int
+    n_anchored: int
     item_group: jax.Array
     static_model: jax.Array
     static_item: jax.Array
@@ -113,7 +117,7 @@ class ModelInputs:
         return self.arena_z.shape[0] > 0
 
 
-_META = ("n_models", "n_items", "n_groups", "n_level_groups", "n_static_items")
+_META = ("n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored")
 jax.tree_util.register_dataclass(
     ModelInputs,
     data_fields=[f.name for f in dataclasses.fields(ModelInputs) if f.name not in _META],
@@ -230,12 +234,19 @@ def build_inputs(
         pairs = None
     if config.mode == "bt" and len(pair_w) == 0:
         raise ConfigError("mode 'bt' found no decisive arena pairs to fit")
+    item_centred = centring(
+        dataset,
+        use_static,
+        centred,
+        arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
+    )
     inputs = ModelInputs(
         n_models=dataset.n_models,
         n_items=dataset.n_items,
         n_groups=len(dataset.groups),
         n_level_groups=n_level_groups,
         n_static_items=len(static_items),
+        n_anchored=int(item_centred[2].sum()),
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
@@ -255,13 +266,6 @@ def build_inputs(
         prompt_zbar=jnp.asarray(prompt_zbar),
         prompt_se=jnp.asarray(prompt_se),
         level_group=jnp.asarray(group_of_item),
-        item_centred=jnp.asarray(
-            centring(
-                dataset,
-                use_static,
-                centred,
-                arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
-            )
-        ),
+        item_centred=jnp.asarray(item_centred),
     )
     return inputs, pairs

@@ -61,7 +61,14 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     theta, theta_mean, spread = abilities(inputs, config)
     a = b = gamma = sigma = level = None
     if config.mode != "bt":
-        a, b = item_parameters(inputs, config, theta_mean, spread)
+        anchor = None
+        if inputs.has_arena:
+            # before the items: anchored arena difficulties are drawn around their level
+            gamma = numpyro.sample("gamma", dist.LogNormal(config.gamma_loc, config.gamma_scale))
+            level = level_parameters(inputs, config)
+            if level is not None:
+                anchor = (theta, gamma, level)
+        a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
         if inputs.has_static:
             with (
@@ -75,8 +82,6 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
                 )
         if not inputs.has_arena:
             return
-        gamma = numpyro.sample("gamma", dist.LogNormal(config.gamma_loc, config.gamma_scale))
-        level = level_parameters(inputs, config)
         if config.arena_likelihood == "reward":
             sigma = numpyro.sample("sigma", dist.HalfNormal(config.sigma_scale))
     numpyro.factor("arena", arena_total(theta, a, b, gamma, sigma, inputs, config, level))

@@ -138,22 +138,34 @@ def centring(
         when its information (:func:`item_information`) times the prior variance
         (:data:`PRIOR_SD_B`, :data:`PRIOR_SD_LOG_A` squared) is at least 1: its likelihood
         is then narrower than the prior. Arena prompts, whose pairs see only differences,
-        stay non-centred. ``none``: every item non-centred; ``all``: every item centred.
+        stay non-centred, unless the level term sees them (``arena_level``): then their
+        ``b`` is anchored to the level their mean reward implies (row 2;
+        :mod:`bayes_dualeval.model.anchoring`). ``none``: every item non-centred; ``all``:
+        every item centred; neither anchors.
+    arena_level : bool
+        Whether the arena level term is in the model.
 
     Returns
     -------
-    numpy.ndarray of float32, shape (2, Q)
-        Row 0 for ``b``, row 1 for ``log a``.
+    numpy.ndarray of float32, shape (3, Q)
+        Row 0 for ``b``, row 1 for ``log a`` (1 centred, 0 non-centred); row 2 is 1 where
+        ``b`` is anchored instead.
     """
     q = dataset.n_items
     if how == "none":
-        return np.zeros((2, q), np.float32)
+        return np.zeros((3, q), np.float32)
     if how == "all":
-        return np.ones((2, q), np.float32)
+        return np.r_[np.ones((2, q)), np.zeros((1, q))].astype(np.float32)
     if how != "auto":
         raise ConfigError(f"centring must be auto, none or all; got {how!r}")
     info_b, info_log_a = item_information(dataset, use_static)
-    centred = np.stack([info_b * PRIOR_SD_B**2 >= 1.0, info_log_a * PRIOR_SD_LOG_A**2 >= 1.0])
-    if arena_level:
-        centred[0, dataset.item_kind == "arena"] = True
+    arena = np.asarray(dataset.item_kind == "arena")
+    anchored = arena if arena_level else np.zeros(q, bool)
+    centred = np.stack(
+        [
+            (info_b * PRIOR_SD_B**2 >= 1.0) | anchored,
+            info_log_a * PRIOR_SD_LOG_A**2 >= 1.0,
+            anchored,
+        ]
+    )
     return centred.astype(np.float32)

@@ -15,7 +15,7 @@ import numpyro
 import numpyro.distributions as dist
 from scipy.linalg import helmert
 
-from bayes_dualeval.model import links
+from bayes_dualeval.model import anchoring, links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 
@@ -54,7 +54,9 @@ def _helmert(m: int) -> np.ndarray:
     return helmert(m).T.astype(np.float32)
 
 
-def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean, spread=1.0):
+def item_parameters(
+    inputs: ModelInputs, config: ModelConfig, theta_mean, spread=1.0, *, anchor=None
+):
     """Sample item difficulties ``b`` and discriminations ``a`` (shape (Q,)).
 
     Difficulties are located relative to the models' mean ability ``theta_mean``: the
@@ -80,6 +82,20 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean, spread
     ``sigma_b``, and with weak data centred ones make a funnel. (Coordinates relative to
     the group location as well, ``(b - theta_mean - mu_b) / rho``, were tried: the arena
     level term then mixed far worse, E-BFMI 0.1.)
+
+    Arena prompts seen through the level term are *anchored* instead when ``anchor`` is
+    given and ``inputs.item_centred[2]`` marks them: ``b_q`` is drawn around the
+    difficulty its mean reward implies (:mod:`bayes_dualeval.model.anchoring`), same prior,
+    other coordinates.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    config : ModelConfig
+    theta_mean, spread : jax.Array
+        From :func:`abilities`.
+    anchor : tuple, optional
+        ``(theta, gamma, level_c)`` of the arena level term, which anchored prompts need.
     """
     two_pl = links.get(config.irt).slope
     g = inputs.item_group
@@ -95,14 +111,17 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean, spread
                     "sigma_log_a", dist.LogNormal(jnp.log(config.loga_scale_scale), 0.5)
                 )
         with numpyro.plate("item", inputs.n_items):
-            # arena prompts are located relative to their group: their common level is only
-            # weakly identified (rewards are normalised), and this way it is one coordinate
-            relative = jnp.where(inputs.prompt_n > 0, mu_b[g], 0.0)
-            b_rel = _draw("b_raw", mu_b[g], sigma_b[g], c[0], stretch=spread, shift=relative)
-            b = numpyro.deterministic("b", theta_mean + b_rel)
             if two_pl:
                 log_a = _draw("log_a_raw", mu_la[g], sigma_la[g], c[1], shift=-jnp.log(spread))
                 a = numpyro.deterministic("a", jnp.exp(log_a))
+            # arena prompts are located relative to their group: their common level is only
+            # weakly identified (rewards are normalised), and this way it is one coordinate
+            relative = jnp.where(inputs.prompt_n > 0, mu_b[g], 0.0)
+            if anchor is None or inputs.n_anchored == 0:
+                b_rel = _draw("b_raw", mu_b[g], sigma_b[g], c[0], stretch=spread, shift=relative)
+            else:
+                b_rel = _anchored(inputs, a, theta_mean, mu_b[g], sigma_b[g], c, spread, anchor)
+            b = numpyro.deterministic("b", theta_mean + b_rel)
     else:
         with numpyro.plate("item", inputs.n_items):
             b_rel = _draw("b_rel", 0.0, config.b_scale, 1.0, stretch=spread)
@@ -111,6 +130,38 @@ def item_parameters(inputs: ModelInputs, config: ModelConfig, theta_mean, spread
                 log_a = _draw("log_a", 0.0, config.loga_scale, 1.0, shift=-jnp.log(spread))
                 a = numpyro.deterministic("a", jnp.exp(log_a))
     return a, b
+
+
+def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, c, spread, anchor):
+    """``b - theta_mean`` with the marked arena prompts anchored (see :func:`item_parameters`).
+
+    The site ``b_raw`` holds ``v_q`` for anchored prompts, and the factor ``b_anchor``
+    turns its standard-normal density into the prior of ``b_q`` times the Jacobian ``s_q``.
+    """
+    theta, gamma, level_c = anchor
+    marked = (c[2] > 0) & (inputs.prompt_n > 0)
+    slope = jnp.ones(inputs.n_items) if a is None else a
+    b_star, w = anchoring.level_difficulty(theta, slope, gamma, level_c, inputs)
+    s = anchoring.anchored_scale(slope, w, gamma, scale, inputs)
+    centred = jnp.where(marked, 0.0, c[0])
+    relative = jnp.where(inputs.prompt_n > 0, loc, 0.0)
+    plain_loc = jnp.where(marked, 0.0, loc)
+    plain_scale = jnp.where(marked, 1.0, scale)
+    raw = numpyro.sample(
+        "b_raw",
+        dist.Normal(centred * (plain_loc - relative) / spread, (plain_scale / spread) ** centred),
+    )
+    plain = centred * (relative + spread * raw) + (1.0 - centred) * (plain_loc + plain_scale * raw)
+    anchored = b_star - theta_mean + s * raw
+    # the other items' values are replaced before use, so no NaN reaches the gradient
+    safe = jnp.where(marked, anchored, loc)
+    correction = (
+        dist.Normal(loc, scale).log_prob(safe)
+        + jnp.log(jnp.where(marked, s, 1.0))
+        - dist.Normal(0.0, 1.0).log_prob(raw)
+    )
+    numpyro.factor("b_anchor", jnp.where(marked, correction, 0.0))  # one per item
+    return jnp.where(marked, anchored, plain)
 
 
 def _draw(name: str, loc, scale, centred, *, shift=0.0, stretch=1.0):

@@ -1,0 +1,90 @@
+"""Arena difficulties drawn around the level their mean reward implies.
+
+Under the arena level term (``arena_level = "mean"``) a prompt's mean normalised reward
+pins ``c_s + gamma * pbar_q`` to within its standard error ``se_q``, where ``pbar_q`` is the
+mean success probability of the models that answered it. For given abilities,
+discrimination ``a_q``, ``gamma`` and ``c_s`` that fixes ``b_q`` to a narrow interval, and
+the interval moves whenever any of them moves: in ``(a_q, b_q)`` the posterior is a thin
+curved ridge (the contour of ``pbar_q``), and across prompts every ``b_q`` has to move in
+step with ``gamma``, ``c_s`` and the abilities. NUTS with a diagonal mass matrix follows
+neither; it takes tiny steps, hits its tree depth, and mixes the globals poorly.
+
+Anchored coordinates remove that coupling. For each anchored prompt the model solves
+``pbar_q(b) = t_q`` with ``t_q = (zbar_q - c_s) / gamma`` (clipped into the attainable
+range) for the level-implied difficulty ``b*_q``, and draws
+
+``b_q = b*_q + s_q v_q``,   ``v_q`` a standard-normal coordinate,
+
+where ``s_q`` is the conditional standard deviation of ``b_q`` from the level term's
+curvature and the prior's, ``s_q^-2 = (gamma a_q w_q / se_q)^2 + sigma_b^-2`` with
+``w_q = mean_i p_iq (1 - p_iq)`` at ``b*_q``. Because ``b*_q`` and ``s_q`` depend only on
+the other parameters, the map from ``(others, v)`` to ``(others, b)`` is triangular with
+Jacobian ``prod_q s_q``: the density of ``v`` is the prior of ``b_q`` times ``s_q``, so the
+model, and every posterior it implies, is exactly the same as in plain coordinates. Only
+the geometry NUTS explores changes: ``v_q`` stays near standard normal whatever the
+globals do.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from bayes_dualeval.model import links
+from bayes_dualeval.model.inputs import ModelInputs
+
+#: Newton iterations for the level-implied difficulty (vectorised over prompts).
+NEWTON_STEPS = 12
+#: Largest Newton step, in units of ``1 / a_q`` (keeps the solve stable where it saturates).
+MAX_STEP = 2.0
+#: Targets are clipped into ``[TARGET_EPS, 1 - TARGET_EPS]`` (a mean of probabilities).
+TARGET_EPS = 0.01
+
+
+def _mean_probability(b, a, theta, inputs: ModelInputs):
+    """``pbar_q`` and ``w_q = mean p (1 - p)`` at difficulties ``b`` (shape (Q,) each)."""
+    item = inputs.arena_item
+    p = links.probability(links.eta(theta[inputs.arena_model], b[item], a[item]))
+    n = jnp.maximum(inputs.prompt_n, 1.0)
+    pbar = jax.ops.segment_sum(p, item, inputs.n_items) / n
+    w = jax.ops.segment_sum(p * (1.0 - p), item, inputs.n_items) / n
+    return pbar, w
+
+
+def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
+    """The level-implied difficulty ``b*_q`` and the mean ``w_q`` of ``p (1 - p)`` there.
+
+    Parameters
+    ----------
+    theta : jax.Array, shape (M,)
+    a : jax.Array, shape (Q,)
+    gamma : jax.Array, scalar
+    level_c : jax.Array, shape (n_level_groups,)
+    inputs : ModelInputs
+
+    Returns
+    -------
+    b_star, w : jax.Array, shape (Q,)
+        Meaningful for arena prompts only (other items get a finite placeholder).
+    """
+    n = jnp.maximum(inputs.prompt_n, 1.0)
+    target = (inputs.prompt_zbar - level_c[inputs.level_group]) / gamma
+    target = jnp.clip(target, TARGET_EPS, 1.0 - TARGET_EPS)
+    theta_bar = jax.ops.segment_sum(theta[inputs.arena_model], inputs.arena_item, inputs.n_items)
+    # exact when every model has the same ability; Newton refines it
+    start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
+
+    def step(_, b):
+        pbar, w = _mean_probability(b, a, theta, inputs)
+        move = (pbar - target) / (a * jnp.maximum(w, 1e-6))
+        return b + jnp.clip(move, -MAX_STEP / a, MAX_STEP / a)
+
+    b_star = jax.lax.fori_loop(0, NEWTON_STEPS, step, start)
+    _, w = _mean_probability(b_star, a, theta, inputs)
+    return b_star, w
+
+
+def anchored_scale(a, w, gamma, sigma_b, inputs: ModelInputs):
+    """Conditional standard deviation ``s_q`` of an anchored difficulty (shape (Q,))."""
+    level_precision = (gamma * a * w / inputs.prompt_se) ** 2
+    return 1.0 / jnp.sqrt(level_precision + 1.0 / sigma_b**2)
