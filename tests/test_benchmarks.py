@@ -113,3 +113,35 @@ def test_planted_leak_ranks_first_in_a_multi_draw_fit():
     assert (top["model"], top["dataset"]) == leaked
     assert top["q_value"] < 0.05 and top["excess"] > 0.1
     assert (table["q_value"].iloc[1:] < 0.05).sum() == 0
+
+
+def test_arena_block_with_planted_rewards_ranks_first():
+    """DualEval's protocol on one model and one arena source: +2.0 on 70% of its z-scores.
+
+    12 models, 60 questions and 60 prompts in two arena sources; MAP fit of the joint
+    model. The planted (model, source) row must be the first row, an arena row, with
+    ``q_value < 0.05``; the clean arena rows' p-values are not small.
+    """
+    static, arena, _ = simulate(12, 60, 60, seed=21)
+    prompts = arena["item_id"].unique()
+    arena["source"] = np.where(arena["item_id"].isin(prompts[::2]), "arena_a", "arena_b")
+    chosen = arena["model_label"].unique()[4]
+    on = (arena["model_label"] == chosen) & (arena["source"] == "arena_a")
+    rng = np.random.default_rng(21)
+    hit = on & (rng.random(len(arena)) < 0.7)
+    sd = arena.loc[arena["source"] == "arena_a", "reward"].std(ddof=0)
+    arena.loc[hit, "reward"] += 2.0 * sd
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, arena=arena, source="bench")
+        config = ModelConfig(mode="both")
+        result = fit(ds, config, SamplerSettings(sampler="map", seed=0, progress=False))
+    table = contamination_table(result.idata, result.dataset)
+    arena_rows = table[table["kind"] == "arena"]
+    assert len(arena_rows) == 24 and (arena_rows["dataset"] == "").all()
+    assert (arena_rows["n"] == 30).all()
+    top = table.iloc[0]
+    assert (top["model"], top["kind"], top["source"]) == (chosen, "arena", "arena_a")
+    assert top["q_value"] < 0.05 and top["excess"] > 0.5
+    assert arena_rows["p_value"].iloc[1:].min() > 0.01
+    assert (table["kind"] == "static").sum() == 12 * 3

@@ -43,8 +43,8 @@ MAP = SamplerSettings(sampler="map", seed=0)
 NUTS = SamplerSettings(chains=2, warmup=150, draws=150, seed=0, extend=0, progress=False)
 ITEM_COLUMNS = [
     "item", "kind", "source", "domain", "b_mean", "b_lo", "b_hi", "a_mean", "a_lo", "a_hi",
-    "observed", "n_models", "information", "ppp", "key_correlation", "key_p", "identified",
-    "flags", "ci",
+    "observed", "n_models", "information", "ppp", "key_correlation", "key_evidence", "key_q",
+    "identified", "flags", "ci",
 ]  # fmt: skip
 CELL_COLUMNS = [
     "model", "item", "kind", "observed", "expected", "residual", "p_value", "p_lower", "q_value",
@@ -634,4 +634,5 @@ def test_key_correlation_and_the_miskeyed_flag():
     )
     flagged = item_table(idata, flipped, ci=0.9)
     assert "miskeyed" in flagged["flags"][best]
+    assert flagged["key_evidence"][best] > 3.0 and table["key_evidence"][best] < 0.0
     assert not table["flags"].str.contains("miskeyed").any()

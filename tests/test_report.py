@@ -693,3 +693,36 @@ def test_chromium_check_catches_a_console_error(tmp_path):
     )
     assert proc.returncode == 1
     assert "Uncaught" in proc.stderr
+
+
+def test_flagged_items_are_ordered_by_seriousness_then_evidence():
+    import pandas as pd
+
+    from bayes_dualeval.report.panels.flagged import serious_order
+
+    items = pd.DataFrame(
+        {
+            "item": ["ok", "nosig", "mis_weak", "misfit", "mis_strong", "low"],
+            "flags": ["", "no_signal", "miskeyed", "misfit", "miskeyed;misfit",
+                      "low_discrimination"],
+            "key_q": [0.9, np.nan, 0.15, 0.5, 0.01, 0.6],
+            "key_evidence": [-3.0, np.nan, 2.0, 0.1, 6.0, -1.0],
+            "ppp": [0.5, np.nan, 0.3, 0.01, 0.02, 0.4],
+        }
+    )  # fmt: skip
+    assert serious_order(items)["item"].tolist() == [
+        "mis_strong", "mis_weak", "misfit", "low", "nosig"
+    ]  # fmt: skip
+
+
+def test_item_patterns_draws_one_panel_per_item():
+    fig = plots.item_patterns(
+        [
+            {"title": "q1", "ability": np.array([-1.0, 0.0, 1.0]),
+             "outcome": np.array([1.0, 0.0, 0.0]), "grid": np.linspace(-2, 2, 5),
+             "fitted": np.full(5, 0.4)},
+            {"title": "q2", "ability": np.array([-1.0, 1.0]), "outcome": np.array([0.0, 1.0])},
+        ]
+    )  # fmt: skip
+    assert len(fig.axes) == 2
+    assert plots.to_png(fig)[:4] == b"\x89PNG"

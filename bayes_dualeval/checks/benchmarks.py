@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, special, stats
 
+from bayes_dualeval.checks.arena_blocks import arena_blocks
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.spec import DualEvalModel
@@ -45,8 +46,8 @@ CHUNK_ELEMENTS = 4_000_000
 GRID, GRID_HALF_WIDTH = 121, 6.0
 
 COLUMNS = [
-    "model", "source", "dataset", "n", "observed", "expected", "expected_lo", "expected_hi",
-    "excess", "p_value", "q_value",
+    "model", "kind", "source", "dataset", "n", "observed", "expected", "expected_lo",
+    "expected_hi", "excess", "p_value", "q_value",
 ]  # fmt: skip
 
 
@@ -57,7 +58,9 @@ def benchmark_of(items: np.ndarray) -> np.ndarray:
 
 
 def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
-    """One row per (model, source, dataset) block of static cells, most suspicious first.
+    """One row per (model, source, dataset) static block and (model, source) arena block.
+
+    Most suspicious first.
 
     Parameters
     ----------
@@ -71,15 +74,34 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
     Returns
     -------
     pandas.DataFrame
-        Columns: ``model``, ``source``, ``dataset``, ``n`` (cells), ``observed`` and
-        ``expected`` accuracy with ``expected_lo``, ``expected_hi`` (the ``ci`` interval over
-        draws of the left-out expected accuracy), ``excess`` (observed minus expected),
-        ``p_value`` (one-sided: a larger accuracy than predicted) and ``q_value``
-        (Benjamini-Yekutieli). Empty without static cells.
+        Columns: ``model``, ``kind`` (``static`` or ``arena``), ``source``, ``dataset``
+        (empty for arena rows), ``n`` (cells; arena: prompts), ``observed`` and ``expected``
+        accuracy (arena: mean normalised reward, see
+        :func:`~bayes_dualeval.checks.arena_blocks.arena_blocks`) with ``expected_lo``,
+        ``expected_hi`` (the ``ci`` interval over draws of the left-out expected accuracy),
+        ``excess`` (observed minus expected), ``p_value`` (one-sided: a larger accuracy or
+        reward than predicted) and ``q_value`` (Benjamini-Yekutieli over every row, static
+        and arena together). Empty without static cells or arena rewards.
     """
+    arena = arena_blocks(idata, dataset, ci=ci)
+    if len(arena):
+        arena.insert(1, "kind", "arena")
+    static = _static_blocks(idata, dataset, ci=ci)
+    table = pd.concat([t for t in (static, arena) if len(t)], ignore_index=True) if (
+        len(static) or len(arena)) else pd.DataFrame(columns=COLUMNS)  # fmt: skip
+    table["q_value"] = stats.false_discovery_control(
+        table["p_value"].to_numpy(float), method="by"
+    ) if len(table) else []  # fmt: skip
+    return table.sort_values(["p_value", "excess"], ascending=[True, False], kind="stable")[
+        COLUMNS
+    ].reset_index(drop=True)
+
+
+def _static_blocks(idata, dataset: Dataset, *, ci: float) -> pd.DataFrame:
+    """The static rows of :func:`contamination_table`, without ``q_value``, unsorted."""
     model = DualEvalModel.from_idata(idata)
     if not len(dataset.static_y) or model.config.mode not in ("both", "static"):
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame()
     cell_model, cell_item = dataset.static_model, dataset.static_item
     y = dataset.static_y.astype(np.float64)
     bench = benchmark_of(dataset.items)
@@ -127,9 +149,10 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
     expected = rate_draws.mean(axis=1)
     alpha = (1.0 - ci) / 2.0
     lo, hi = np.quantile(rate_draws, [alpha, 1.0 - alpha], axis=1)
-    table = pd.DataFrame(
+    return pd.DataFrame(
         {
             "model": blocks.get_level_values(0),
+            "kind": "static",
             "source": blocks.get_level_values(1),
             "dataset": blocks.get_level_values(2),
             "n": n.astype(int),
@@ -139,12 +162,8 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
             "expected_hi": hi,
             "excess": observed / n - expected,
             "p_value": np.clip(p_value, 0.0, 1.0),
-            "q_value": stats.false_discovery_control(np.clip(p_value, 0.0, 1.0), method="by"),
         }
     )
-    return table.sort_values(["p_value", "excess"], ascending=[True, False], kind="stable")[
-        COLUMNS
-    ].reset_index(drop=True)
 
 
 def _draws(idata, model: DualEvalModel, n_cells: int) -> dict:

@@ -10,6 +10,7 @@ from scipy import special
 
 from bayes_dualeval.checks.budget import CHUNK_ELEMENTS
 from bayes_dualeval.checks.draws import FittedRun
+from bayes_dualeval.checks.keys import MISKEY_Q, key_evidence
 from bayes_dualeval.checks.passes import Checks
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
@@ -25,11 +26,6 @@ MISFIT_PPP = 0.05
 #: estimate for a single draw) is below this: a one-sd ability gap then moves the success
 #: log-odds by less than half a unit.
 LOW_DISCRIMINATION = 0.5
-#: An item is flagged ``miskeyed`` when its labels correlate negatively with the models'
-#: abilities, below this correlation, and significantly so (one-sided p below
-#: :data:`MISKEY_P`, Fisher z).
-MISKEY_R = -0.2
-MISKEY_P = 0.05
 
 
 def item_table(
@@ -79,8 +75,8 @@ def item_table(
         Columns ``item, kind, source, domain, b_mean, b_lo, b_hi, a_mean, a_lo, a_hi``,
         then ``c_mean, c_lo, c_hi`` under 3PL and 4PL and ``d_mean, d_lo, d_hi`` under
         4PL (the guessing floor and upper asymptote; 0 and 1 on arena prompts), then
-        ``observed, n_models, information, ppp, key_correlation, key_p, identified, flags,
-        ci``, items in dataset
+        ``observed, n_models, information, ppp, key_correlation, key_evidence, key_q,
+        identified, flags, ci``, items in dataset
         order. ``identified`` is False for arena prompts of a specification without the
         arena level term (their ``b`` and ``a`` are then set by the prior and the pairs'
         shape, not by the data; flag ``not_identified``). ``b`` is on the leaderboard's
@@ -93,9 +89,11 @@ def item_table(
         without asymptotes). ``ppp`` is the item-fit posterior predictive p-value (static:
         mid-p of the deviance across models; arena: Pearson discrepancy of the cells),
         small when the item is fitted worse than replicated data would be.
-        ``key_correlation`` and ``key_p``: see :func:`key_correlation`. ``flags`` joins
-        ``no_signal``, ``low_discrimination``, ``misfit``, ``miskeyed`` (``key_correlation <
-        MISKEY_R`` and ``key_p < MISKEY_P``) and ``not_identified`` with
+        ``key_correlation``: see :func:`key_correlation`; ``key_evidence`` (log Bayes factor
+        of a reversed key) and ``key_q`` (its Bayesian q-value): see
+        :func:`~bayes_dualeval.checks.keys.key_evidence`. ``flags`` joins
+        ``no_signal``, ``low_discrimination``, ``misfit``, ``miskeyed`` (``key_q <
+        MISKEY_Q``) and ``not_identified`` with
         ``;`` (see ``docs/outputs.md`` for the thresholds). Read the column as
         ``table["flags"]`` (``table.flags`` is a pandas attribute). ``attrs`` holds
         ``arena_dispersion`` and ``arena_item_overdispersion`` (NaN without arena data).
@@ -138,8 +136,9 @@ def item_table(
     else:
         low = np.zeros(ds.n_items, dtype=bool)
     misfit = (ppp < MISFIT_PPP) | (ppp > 1.0 - MISFIT_PPP)
-    key_r, key_p = key_correlation(fit)
-    miskeyed = (key_r < MISKEY_R) & (key_p < MISKEY_P)
+    key_r, _ = key_correlation(fit)
+    evidence, key_q = key_evidence(fit)
+    miskeyed = key_q < MISKEY_Q
     identified = ~((ds.item_kind == "arena") & (not fit.model.config.arena_levels_identified))
     flags = {
         "no_signal": no_signal(fit),
@@ -160,7 +159,8 @@ def item_table(
             "information": info,
             "ppp": ppp,
             "key_correlation": key_r,
-            "key_p": key_p,
+            "key_evidence": evidence,
+            "key_q": key_q,
             "identified": identified,
             "flags": join_flags(flags),
             "ci": ci if fit.n_draws > 1 else np.nan,

@@ -39,7 +39,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     ``pairwise``, ``items``, ``anomalies`` (the cell table, most surprising first: every
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
-    static data, ``contamination`` (one row per model and benchmark:
+    static data or arena rewards, ``contamination`` (one row per model and benchmark, and
+    per model and arena source:
     :func:`~bayes_dualeval.checks.benchmarks.contamination_table`). ``result.diagnostics``
     records the level, the ``anomalies`` setting and the checks' summary.
 
@@ -82,7 +83,9 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
         "items": item_table(idata, dataset, ci=ci, ppc=ppc, **kw),
         "anomalies": flagged,
     }
-    if len(dataset.static_y) and result.config.mode in ("both", "static"):
+    static = len(dataset.static_y) and result.config.mode in ("both", "static")
+    arena = len(dataset.arena_z) and result.config.mode in ("both", "arena")
+    if static or arena:
         result.tables["contamination"] = contamination_table(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bayes_dualeval.report.panels import checks, diagnostics, items, rankings, run
+from bayes_dualeval.report.panels import checks, diagnostics, flagged, items, rankings, run
 from bayes_dualeval.report.panels.header import header
 
 
@@ -47,6 +47,7 @@ PANELS = (
     Panel("icc", "Item characteristic curves", items.curves, ("icc",)),
     Panel("items", "Difficulty and discrimination", items.difficulty_discrimination,
           ("difficulty_discrimination",)),
+    Panel("flagged", "Flagged items", flagged.flagged, ("flagged_items",)),
     Panel("ppc", "Posterior predictive checks", checks.predictive,
           ("ppc_models", "ppc_items", "calibration")),
     Panel("anomalies", "Anomalies", checks.anomalies),

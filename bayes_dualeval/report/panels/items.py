@@ -1,14 +1,13 @@
-"""Panels of the items: Wright map, item curves, difficulty and discrimination, flags."""
+"""Panels of the items: Wright map, item curves, difficulty and discrimination."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from bayes_dualeval.posterior.summaries import interval
 from bayes_dualeval.report import plots
 from bayes_dualeval.report.context import ReportContext
-from bayes_dualeval.report.markup import Markup, num
+from bayes_dualeval.report.markup import Markup
 
 #: Draws used for the bands of the item curves (thinned evenly beyond this).
 MAX_DRAWS = 1000
@@ -134,35 +133,4 @@ def difficulty_discrimination(doc: Markup, ctx: ReportContext) -> None:
             "panel per item group. The dotted line is a = 1. Useful items have a well above "
             "zero and b within the models' range.",
         )
-    _flagged_items(doc, ctx.items)
-
-
-def _flagged_items(doc: Markup, items: pd.DataFrame) -> None:
-    flags = items["flags"]
-    names = flags[flags != ""].str.split(";").explode()
-    counts = names[names != ""].value_counts().to_dict()
-    if not counts:
-        doc.para(f"No item is flagged (of {len(items)}).")
-        return
-    doc.para(
-        f"Flagged items (of {len(items)}): "
-        + ", ".join(f"{n} {flag.replace('_', ' ')}" for flag, n in sorted(counts.items()))
-        + ". No signal: every model scored the same; low discrimination: the upper "
-        "interval bound of a is below 0.5; misfit: item-fit ppp below 0.05 or above 0.95. "
-        "The 15 with the most extreme ppp:"
-    )
-    ppp = items["ppp"].to_numpy(float)
-    tail = pd.Series(np.minimum(ppp, 1.0 - ppp), index=items.index)
-    shown = items.loc[tail[flags != ""].sort_values(na_position="last").index].head(15)
-    frame = pd.DataFrame(
-        {
-            "item": shown["item"],
-            "kind": shown["kind"],
-            "b": [num(x) for x in shown["b_mean"]],
-            "a": [num(x) for x in shown["a_mean"]],
-            "observed": [num(x, ".3g") for x in shown["observed"]],
-            "ppp": [num(x, ".2g") for x in shown["ppp"]],
-            "flags": [x.replace(";", ", ") for x in shown["flags"]],
-        }
-    )
-    doc.table(frame, text=("kind", "flags"), names=("item",))
+    doc.para("The items that items.csv flags are listed in the next section, Flagged items.")

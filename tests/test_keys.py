@@ -1,0 +1,82 @@
+"""The miskeyed flag of items.csv (checks/keys.py): planted reversed keys are found.
+
+Seeds 11 and 12 are not used by ``scripts/miskey_study.py`` (3000+). MAP fits keep the test
+fast; the study's tables (docs/auditing.md#items) are the measured recall and precision.
+"""
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bayes_dualeval.checks import item_table
+from bayes_dualeval.checks.keys import MISKEY_Q, bayes_q
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.runs.fit import fit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from miskey_study import reverse_keys  # noqa: E402
+
+MAP = SamplerSettings(sampler="map", seed=0, progress=False)
+
+
+def _table(static):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, source="bench")
+        result = fit(ds, load_spec("dualeval-2pl").replace(mode="static"), MAP)
+    return item_table(result.idata, result.dataset, max_draws=50)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    static, _, _ = simulate(30, 200, 0, seed=11)
+    reversed_ids = reverse_keys(static, 0.05, np.random.default_rng(11))
+    table = _table(static)
+    truth = table["item"].str.split("::", n=1).str[1].isin(reversed_ids).to_numpy()
+    return table, truth
+
+
+def test_planted_reversed_keys_are_flagged(planted):
+    """30 x 200, 10 reversed keys: recall >= 0.7 and precision >= 0.8 (measured 0.8, 0.89)."""
+    table, truth = planted
+    flag = table["flags"].str.contains("miskeyed").to_numpy()
+    assert truth.sum() == 10
+    assert (flag & truth).sum() / truth.sum() >= 0.7
+    assert (flag & truth).sum() / max(flag.sum(), 1) >= 0.8
+    assert (flag == (table["key_q"].to_numpy() < MISKEY_Q)).all()
+
+
+def test_key_evidence_ranks_reversed_keys_above_the_correlation(planted):
+    """The Bayes factor orders reversed keys at least as well as -key_correlation."""
+    from bayes_dualeval.checks.audit import auprc
+
+    table, truth = planted
+    ok = table["key_evidence"].notna().to_numpy()
+    evidence = auprc(table["key_evidence"].to_numpy()[ok], truth[ok])
+    correlation = auprc(-table["key_correlation"].to_numpy()[ok], truth[ok])
+    assert evidence >= correlation - 0.02
+    assert evidence > 0.8
+
+
+def test_clean_keys_give_few_flags():
+    static, _, _ = simulate(30, 200, 0, seed=12)
+    table = _table(static)
+    assert table["flags"].str.contains("miskeyed").sum() <= 1
+    assert table.loc[table["kind"] == "static", "key_evidence"].notna().mean() > 0.8
+
+
+def test_bayes_q_is_monotone_and_small_only_with_strong_evidence():
+    evidence = np.r_[np.full(95, -3.0), [8.0, 9.0, 10.0, 0.0, np.nan]]
+    q = bayes_q(evidence)
+    assert np.isnan(q[-1])
+    order = np.argsort(-evidence[:-1])
+    assert np.all(np.diff(q[:-1][order]) >= -1e-12)
+    assert (q[95:98] < 0.05).all()
+    assert (q[:95] > 0.5).all()
+    assert np.isnan(bayes_q(np.full(3, np.nan))).all()
