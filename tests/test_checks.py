@@ -153,7 +153,7 @@ def _arena_reference(idata, ds, pairs, bt=False) -> tuple[pd.DataFrame, dict]:
     residual = (w - mean) / np.sqrt(phi * binom.mean(axis=0) + var)
     model, item = ds.arena_model[used], ds.arena_item[used]
     disc = np.stack([np.bincount(item, r, n_items) for r in (w - wins) ** 2 / (phi * binom)])
-    prompts = _prompt_fit(disc, np.bincount(item, minlength=n_items).astype(float))
+    prompts = _prompt_fit(disc, np.maximum(np.bincount(item, minlength=n_items) - 1.0, 0.0))
     cells = _table(
         ds, model, item, observed=w, expected=mean, p_value=upper, p_lower=1 - upper,
         residual=residual,

@@ -108,7 +108,9 @@ def arena_pass(fit: FittedRun, draws: np.ndarray, rng, dispersion: float | None)
     w = dec.observed
     used = dec.n_cell > 0
     to_item = group_matrix(ds.arena_item, n_items, weights=used)
-    dof = to_item @ np.ones(n_cells)
+    # a prompt's soft wins sum to its number of decisive pairs, observed and expected
+    # alike: of its k cells' residuals only k - 1 are free
+    dof = np.maximum(to_item @ np.ones(n_cells) - 1.0, 0.0)
     upper = np.zeros(n_cells)
     discrepancy = np.zeros((n_items, n_draw))
     for cols in chunks(np.arange(n_draw), n_cells):
