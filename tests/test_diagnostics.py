@@ -119,7 +119,10 @@ def test_nuts_draws_more_rounds_while_the_check_fails():
 
 def test_nuts_stops_extending_at_its_budget():
     inputs, config = _tiny_inputs()
-    settings = SamplerSettings(chains=1, warmup=30, draws=10, extend=1, seed=2)
+    # at the divergence target acceptance, so the second round continues (never restarts)
+    settings = SamplerSettings(
+        chains=1, warmup=30, draws=10, extend=1, seed=2, target_accept=DIVERGENCE_TARGET_ACCEPT
+    )
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
     assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 20
     draws = run_nuts(inputs, config, replace(settings, extend=0), until=lambda d: False)
