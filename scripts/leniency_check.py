@@ -39,9 +39,10 @@ def one(models: int, items: int, offset_sd: float, seed: int, spec: str) -> dict
     static, arena, truth = simulate(
         models, items, items, prompt_offset_sd=offset_sd, reward_noise=0.5, seed=seed
     )
+    static["source"], arena["source"] = "bench", "arena"  # the truth's item keys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds = Dataset.from_frames(static=static, arena=arena, source="sim")
+        ds = Dataset.from_frames(static=static, arena=arena)
     start = time.perf_counter()
     result = fit(ds, load_spec(spec), SamplerSettings(progress=False))
     seconds = time.perf_counter() - start
