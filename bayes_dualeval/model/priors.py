@@ -120,7 +120,9 @@ def item_parameters(
             if anchor is None or inputs.n_anchored == 0:
                 b_rel = _draw("b_raw", mu_b[g], sigma_b[g], c[0], stretch=spread, shift=relative)
             else:
-                b_rel = _anchored(inputs, a, theta_mean, mu_b[g], sigma_b[g], c, spread, anchor)
+                b_rel = _anchored(
+                    inputs, a, theta_mean, mu_b[g], sigma_b[g], c, spread, relative, anchor
+                )
             b = numpyro.deterministic("b", theta_mean + b_rel)
     else:
         with numpyro.plate("item", inputs.n_items):
@@ -132,11 +134,13 @@ def item_parameters(
     return a, b
 
 
-def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, c, spread, anchor):
+def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, c, spread, relative, anchor):
     """``b - theta_mean`` with the marked arena prompts anchored (see :func:`item_parameters`).
 
-    The site ``b_raw`` holds ``v_q`` for anchored prompts, and the factor ``b_anchor``
-    turns its standard-normal density into the prior of ``b_q`` times the Jacobian ``s_q``.
+    Unmarked items are drawn by :func:`_draw` as usual; a marked prompt's site ``b_raw`` is
+    :func:`_draw`'s standard normal (location 0, scale 1, non-centred) and holds ``v_q``,
+    and the factor ``b_anchor`` turns its density into the prior of ``b_q`` times the
+    Jacobian ``s_q``.
     """
     theta, gamma, level_c = anchor
     marked = (c[2] > 0) & (inputs.prompt_n > 0)
@@ -144,24 +148,24 @@ def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, c, spread, anchor)
     b_star, w = anchoring.level_difficulty(theta, slope, gamma, level_c, inputs)
     s = anchoring.anchored_scale(slope, w, gamma, scale, inputs)
     centred = jnp.where(marked, 0.0, c[0])
-    relative = jnp.where(inputs.prompt_n > 0, loc, 0.0)
-    plain_loc = jnp.where(marked, 0.0, loc)
-    plain_scale = jnp.where(marked, 1.0, scale)
-    raw = numpyro.sample(
+    raw_or_plain = _draw(
         "b_raw",
-        dist.Normal(centred * (plain_loc - relative) / spread, (plain_scale / spread) ** centred),
+        jnp.where(marked, 0.0, loc),
+        jnp.where(marked, 1.0, scale),
+        centred,
+        stretch=spread,
+        shift=relative,
     )
-    plain = centred * (relative + spread * raw) + (1.0 - centred) * (plain_loc + plain_scale * raw)
-    anchored = b_star - theta_mean + s * raw
+    anchored = b_star - theta_mean + s * raw_or_plain
     # the other items' values are replaced before use, so no NaN reaches the gradient
     safe = jnp.where(marked, anchored, loc)
     correction = (
         dist.Normal(loc, scale).log_prob(safe)
         + jnp.log(jnp.where(marked, s, 1.0))
-        - dist.Normal(0.0, 1.0).log_prob(raw)
+        - dist.Normal(0.0, 1.0).log_prob(raw_or_plain)
     )
     numpyro.factor("b_anchor", jnp.where(marked, correction, 0.0))  # one per item
-    return jnp.where(marked, anchored, plain)
+    return jnp.where(marked, anchored, raw_or_plain)
 
 
 def _draw(name: str, loc, scale, centred, *, shift=0.0, stretch=1.0):
