@@ -125,6 +125,7 @@ def test_nuts_stops_extending_at_its_budget():
     )
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
     assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 20
+    assert draws.info["max_tree_depth"] == settings.max_tree_depth  # continued, not deepened
     draws = run_nuts(inputs, config, replace(settings, extend=0), until=lambda d: False)
     assert draws.info["rounds"] == 1
 
@@ -151,4 +152,6 @@ def test_divergences_restart_with_a_smaller_step_instead_of_drawing_more():
     draws = run_nuts(inputs, config, settings, until=until)
     assert seen == [True]  # the first round diverged; the second is not checked (budget)
     assert draws.info["rounds"] == 2 and draws.info["target_accept"] == DIVERGENCE_TARGET_ACCEPT
+    # the smaller step size gets a trajectory cap one level deeper
+    assert draws.info["max_tree_depth"] == settings.max_tree_depth + 1
     assert draws.samples["theta"].shape[1] == 20  # replaced, not appended

@@ -88,7 +88,7 @@ class SamplerSettings:
         max_open=True,
     )
     max_tree_depth: int = _setting(
-        6,
+        8,
         "NUTS trajectory cap: at most 2**depth - 1 leapfrog steps per draw.",
         _NUTS,
         min=1,

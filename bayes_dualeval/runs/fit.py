@@ -162,7 +162,8 @@ def fit(
     def until(draws):
         from bayes_dualeval.posterior.diagnostics import draws_converged
 
-        return draws_converged(draws.samples, draws.stats, settings.max_tree_depth)
+        depth = draws.info.get("max_tree_depth", settings.max_tree_depth)
+        return draws_converged(draws.samples, draws.stats, depth)
 
     draws = sample(inputs, config, settings, until=until)
     timings.update(draws.timings)
@@ -175,7 +176,9 @@ def fit(
     idata = to_inference_data(draws, dataset, inputs, config)
     timings["posterior"] = round(time.perf_counter() - start, 3)
     parameters = per_parameter(idata) if settings.sampler == "nuts" else None
-    conv = convergence(idata, settings.sampler, settings.max_tree_depth, table=parameters)
+    # the cap of the final round: a restart after divergences deepens it
+    depth = draws.info.get("max_tree_depth", settings.max_tree_depth)
+    conv = convergence(idata, settings.sampler, depth, table=parameters)
     info = {k: v for k, v in draws.info.items() if k != "losses"}
     diagnostics = {
         "max_rhat": conv["max_rhat"],
