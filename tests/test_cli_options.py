@@ -44,7 +44,7 @@ DOCUMENTED = {
     "--draws": 1000,
     "--seed": 0,
     "--target-accept": 0.8,
-    "--max-tree-depth": 6,
+    "--max-tree-depth": 8,
     "--extend": 2,
     "--guide": "normal",
     "--svi-steps": 20000,
