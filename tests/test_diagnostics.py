@@ -9,7 +9,7 @@ import pytest
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.inference.nuts import DIVERGENCE_TARGET_ACCEPT, run_nuts
+from bayes_dualeval.inference.nuts import DIVERGENCE_TARGET_ACCEPTS, run_nuts
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
@@ -98,9 +98,14 @@ def _tiny_inputs():
 
 def test_nuts_draws_more_rounds_while_the_check_fails():
     inputs, config = _tiny_inputs()
-    # at the divergence target acceptance already, a round always continues the chains
+    # at the last divergence target acceptance already, a round always continues the chains
     settings = SamplerSettings(
-        chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=DIVERGENCE_TARGET_ACCEPT
+        chains=1,
+        warmup=50,
+        draws=20,
+        extend=2,
+        seed=1,
+        target_accept=DIVERGENCE_TARGET_ACCEPTS[-1],
     )
     calls = []
 
@@ -119,9 +124,14 @@ def test_nuts_draws_more_rounds_while_the_check_fails():
 
 def test_nuts_stops_extending_at_its_budget():
     inputs, config = _tiny_inputs()
-    # at the divergence target acceptance, so the second round continues (never restarts)
+    # at the last divergence target acceptance, so the second round continues (never restarts)
     settings = SamplerSettings(
-        chains=1, warmup=30, draws=10, extend=1, seed=2, target_accept=DIVERGENCE_TARGET_ACCEPT
+        chains=1,
+        warmup=30,
+        draws=10,
+        extend=1,
+        seed=2,
+        target_accept=DIVERGENCE_TARGET_ACCEPTS[-1],
     )
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
     assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 20
@@ -151,7 +161,30 @@ def test_divergences_restart_with_a_smaller_step_instead_of_drawing_more():
 
     draws = run_nuts(inputs, config, settings, until=until)
     assert seen == [True]  # the first round diverged; the second is not checked (budget)
-    assert draws.info["rounds"] == 2 and draws.info["target_accept"] == DIVERGENCE_TARGET_ACCEPT
+    assert (
+        draws.info["rounds"] == 2 and draws.info["target_accept"] == DIVERGENCE_TARGET_ACCEPTS[0]
+    )
     # the smaller step size gets a trajectory cap one level deeper
     assert draws.info["max_tree_depth"] == settings.max_tree_depth + 1
     assert draws.samples["theta"].shape[1] == 20  # replaced, not appended
+
+
+def test_divergences_climb_the_ladder_of_target_acceptances(monkeypatch):
+    from bayes_dualeval.inference import nuts
+
+    inputs, config = _tiny_inputs()
+    # rungs this low keep the step size too large, so every round diverges and climbs
+    monkeypatch.setattr(nuts, "DIVERGENCE_TARGET_ACCEPTS", (0.1, 0.15))
+    settings = SamplerSettings(chains=1, warmup=60, draws=20, extend=3, seed=3, target_accept=0.05)
+    seen = []
+
+    def until(draws):
+        seen.append((draws.info["max_tree_depth"], bool(draws.stats["diverging"].any())))
+        return False
+
+    draws = run_nuts(inputs, config, settings, until=until)
+    depth = settings.max_tree_depth
+    assert seen[:3] == [(depth, True), (depth + 1, True), (depth + 2, True)]
+    # past the last rung the chains continue: same kernel, draws appended
+    assert draws.info["target_accept"] == 0.15 and draws.info["max_tree_depth"] == depth + 2
+    assert draws.samples["theta"].shape[1] == 40

@@ -21,12 +21,14 @@ from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
 
-#: Target acceptance of the fresh round that follows draws with divergent transitions.
-DIVERGENCE_TARGET_ACCEPT = 0.95
-#: Trajectory depth the fresh round after divergences adds: raising the target acceptance
-#: from 0.8 to 0.95 roughly halves the adapted step size, so one more doubling keeps the
-#: trajectories as long in parameter space as before (the cap otherwise cuts them short and
-#: costs the effective draws the restart was for).
+#: Target acceptances of the fresh rounds that follow draws with divergent transitions,
+#: in turn: a round that diverges at 0.95 restarts at 0.99 (heavy-tailed discriminations
+#: of near-deterministic items on 8 models still diverge at 0.95 and stop at 0.99).
+DIVERGENCE_TARGET_ACCEPTS = (0.95, 0.99)
+#: Trajectory depth each fresh round after divergences adds: a higher target acceptance
+#: roughly halves the adapted step size, so one more doubling keeps the trajectories as
+#: long in parameter space as before (the cap otherwise cuts them short and costs the
+#: effective draws the restart was for).
 DIVERGENCE_EXTRA_DEPTH = 1
 #: The deepest trajectory cap the divergence restart raises to (2**10 - 1 leapfrog steps).
 DIVERGENCE_MAX_DEPTH = 10
@@ -72,7 +74,8 @@ def run_nuts(
         stopped (same step size and mass matrix) and appends ``settings.draws`` draws per
         chain: slow mixing needs more draws. With divergences, more draws of the same
         kernel would only add more, so the round starts afresh with a smaller step size
-        (target acceptance :data:`DIVERGENCE_TARGET_ACCEPT`), a trajectory cap
+        (the next target acceptance of :data:`DIVERGENCE_TARGET_ACCEPTS` above the current
+        one; past the last, the chains continue), a trajectory cap
         :data:`DIVERGENCE_EXTRA_DEPTH` deeper (at most :data:`DIVERGENCE_MAX_DEPTH`), and
         replaces the draws. ``info["rounds"]`` counts the rounds run,
         ``info["target_accept"]`` and ``info["max_tree_depth"]`` are those of the final
@@ -100,14 +103,13 @@ def run_nuts(
             if until is None or rounds > settings.extend or until(draws):
                 break
             diverged = draws.stats["diverging"].any()
-            if diverged and current.target_accept < DIVERGENCE_TARGET_ACCEPT:
+            higher = [t for t in DIVERGENCE_TARGET_ACCEPTS if t > current.target_accept]
+            if diverged and higher:
                 depth = max(
                     current.max_tree_depth,
                     min(current.max_tree_depth + DIVERGENCE_EXTRA_DEPTH, DIVERGENCE_MAX_DEPTH),
                 )
-                current = replace(
-                    current, target_accept=DIVERGENCE_TARGET_ACCEPT, max_tree_depth=depth
-                )
+                current = replace(current, target_accept=higher[0], max_tree_depth=depth)
                 mcmc, parts = make_mcmc(inputs, config, current), []
                 key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
             else:
