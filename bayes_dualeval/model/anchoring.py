@@ -79,7 +79,22 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
         move = (pbar - target) / (a * jnp.maximum(w, 1e-6))
         return b + jnp.clip(move, -MAX_STEP / a, MAX_STEP / a)
 
-    b_star = jax.lax.fori_loop(0, NEWTON_STEPS, step, start)
+    # The iterations carry no gradient (differentiating through them would store and
+    # replay all of them); the derivatives come from the implicit function theorem at
+    # the solution instead: b* solves F(b, .) = pbar(b) - target = 0, with
+    # dF/db = -a w, so d b* = -dF / (dF/db). The correction below is zero in value and
+    # carries exactly that derivative. It is exact at a root; where the iterations stop
+    # short of one (a saturated prompt), b* is still a deterministic function of the
+    # other parameters, so the change of variables and the posterior stay exact, and
+    # only the gradient is approximate there (NUTS stays exact: its acceptance step uses
+    # the density itself).
+    solved = jax.lax.stop_gradient(
+        jax.lax.fori_loop(0, NEWTON_STEPS, step, jax.lax.stop_gradient(start))
+    )
+    pbar, w = _mean_probability(solved, a, theta, inputs)
+    slope = jax.lax.stop_gradient(a * jnp.maximum(w, 1e-6))
+    residual = pbar - target
+    b_star = solved + (residual - jax.lax.stop_gradient(residual)) / slope
     _, w = _mean_probability(b_star, a, theta, inputs)
     return b_star, w
 
