@@ -78,9 +78,12 @@ def test_level_difficulty_has_the_implicit_derivatives(setup):
 
     grads = jax.grad(total, argnums=(0, 1, 2))(theta, a, jnp.float32(gamma))
     h = 1e-2
-    for k, (arg, grad) in enumerate(zip((theta, a, jnp.float32(gamma)), grads)):
+    probes = ([0, 3], arena[:3], [0])  # two abilities, three prompts' slopes, gamma
+    for k, (arg, grad, where) in enumerate(
+        zip((theta, a, jnp.float32(gamma)), grads, probes, strict=True)
+    ):
         flat = np.asarray(arg, np.float32).ravel()
-        for idx in ([0, 3] if flat.size > 1 else [0]) if k != 1 else arena[:3]:
+        for idx in where:
             up, down = flat.copy(), flat.copy()
             up[idx] += h
             down[idx] -= h
@@ -100,9 +103,10 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
     arena = jnp.asarray(np.asarray(anchored.prompt_n) > 0)
     plain = dataclasses.replace(
         anchored,
-        item_centred=anchored.item_centred.at[2].set(0.0).at[0].set(
-            jnp.where(arena, 0.0, anchored.item_centred[0])
-        ),
+        item_centred=anchored.item_centred.at[2]
+        .set(0.0)
+        .at[0]
+        .set(jnp.where(arena, 0.0, anchored.item_centred[0])),
         n_anchored=0,
     )
     args = (anchored, config)
