@@ -188,3 +188,12 @@ def test_divergences_climb_the_ladder_of_target_acceptances(monkeypatch):
     # past the last rung the chains continue: same kernel, draws appended
     assert draws.info["target_accept"] == 0.15 and draws.info["max_tree_depth"] == depth + 2
     assert draws.samples["theta"].shape[1] == 40
+
+
+def test_report_shows_the_final_rounds_settings():
+    from bayes_dualeval.report.panels.diagnostics import _final
+
+    assert _final({}, "target_accept", 0.8) == "0.8"
+    assert _final({"max_tree_depth": 8}, "max_tree_depth", 8) == "8"
+    raised = _final({"target_accept": 0.99}, "target_accept", 0.8)
+    assert raised.startswith("0.99 (requested 0.8;")

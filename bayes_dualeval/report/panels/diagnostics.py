@@ -73,6 +73,7 @@ def diagnostics(doc: Markup, ctx: ReportContext) -> None:
 
 def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
     settings = ctx.result.settings
+    info = ctx.diagnostics.get("sampler_info", {})
     facts = {
         "verdict": {True: "converged", False: "NOT converged", None: "not checked"}[
             conv.get("converged")
@@ -85,7 +86,8 @@ def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
         "lowest E-BFMI": f"{num(conv.get('ebfmi_min'), '.2f')} (minimum {EBFMI_MIN})",
         "share at max tree depth": pct(conv.get("treedepth_hit_share")),
         "chains x draws": f"{ctx.n_chain} x {ctx.n_draw} (warm-up {settings.warmup})",
-        "target acceptance": str(settings.target_accept),
+        "target acceptance": _final(info, "target_accept", settings.target_accept),
+        "trajectory cap (tree depth)": _final(info, "max_tree_depth", settings.max_tree_depth),
     }
     if "sample_stats" not in ctx.idata.groups():
         return facts
@@ -112,3 +114,11 @@ def _worst_abilities(ctx: ReportContext, per: pd.DataFrame) -> dict:
     score = np.where(np.isfinite(score), score, -np.inf)
     chosen = np.argsort(-score, kind="stable")[:RANK_PLOTS]
     return {f"\u03b8 {plots.short(ctx.models[k], 30)}": theta[:, :, k] for k in chosen}
+
+
+def _final(info: dict, key: str, requested) -> str:
+    """The final round's setting, with the requested one when a restart raised it."""
+    final = info.get(key, requested)
+    if final == requested:
+        return str(requested)
+    return f"{final} (requested {requested}; raised by the restart after divergences)"
