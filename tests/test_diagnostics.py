@@ -86,6 +86,10 @@ def test_point_estimates_have_no_convergence_verdict():
     assert conv["converged"] is None and conv["max_rhat"] is None
 
 
+#: The last rung of the divergence ladder: from there a round always continues the chains.
+TOP = DIVERGENCE_TARGET_ACCEPTS[-1]
+
+
 def _tiny_inputs():
     static, _, _ = simulate(5, 12, 0, seed=3)
     with warnings.catch_warnings():
@@ -99,14 +103,7 @@ def _tiny_inputs():
 def test_nuts_draws_more_rounds_while_the_check_fails():
     inputs, config = _tiny_inputs()
     # at the last divergence target acceptance already, a round always continues the chains
-    settings = SamplerSettings(
-        chains=1,
-        warmup=50,
-        draws=20,
-        extend=2,
-        seed=1,
-        target_accept=DIVERGENCE_TARGET_ACCEPTS[-1],
-    )
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=TOP)
     calls = []
 
     def until(draws):
@@ -125,14 +122,7 @@ def test_nuts_draws_more_rounds_while_the_check_fails():
 def test_nuts_stops_extending_at_its_budget():
     inputs, config = _tiny_inputs()
     # at the last divergence target acceptance, so the second round continues (never restarts)
-    settings = SamplerSettings(
-        chains=1,
-        warmup=30,
-        draws=10,
-        extend=1,
-        seed=2,
-        target_accept=DIVERGENCE_TARGET_ACCEPTS[-1],
-    )
+    settings = SamplerSettings(chains=1, warmup=30, draws=10, extend=1, seed=2, target_accept=TOP)
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
     assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 20
     assert draws.info["max_tree_depth"] == settings.max_tree_depth  # continued, not deepened

@@ -51,6 +51,21 @@ def _mean_probability(b, a, theta, inputs: ModelInputs):
     return pbar, w
 
 
+def _newton(theta, a, target, inputs: ModelInputs):
+    """``NEWTON_STEPS`` vectorised Newton steps towards ``pbar_q(b) = target_q``."""
+    n = jnp.maximum(inputs.prompt_n, 1.0)
+    theta_bar = jax.ops.segment_sum(theta[inputs.arena_model], inputs.arena_item, inputs.n_items)
+    # exact when every model has the same ability; Newton refines it
+    start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
+
+    def step(_, b):
+        pbar, w = _mean_probability(b, a, theta, inputs)
+        move = (pbar - target) / (a * jnp.maximum(w, 1e-6))
+        return b + jnp.clip(move, -MAX_STEP / a, MAX_STEP / a)
+
+    return jax.lax.fori_loop(0, NEWTON_STEPS, step, start)
+
+
 def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     """The level-implied difficulty ``b*_q`` and the mean ``w_q`` of ``p (1 - p)`` there.
 
@@ -67,18 +82,8 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     b_star, w : jax.Array, shape (Q,)
         Meaningful for arena prompts only (other items get a finite placeholder).
     """
-    n = jnp.maximum(inputs.prompt_n, 1.0)
     target = (inputs.prompt_zbar - level_c[inputs.level_group]) / gamma
     target = jnp.clip(target, TARGET_EPS, 1.0 - TARGET_EPS)
-    theta_bar = jax.ops.segment_sum(theta[inputs.arena_model], inputs.arena_item, inputs.n_items)
-    # exact when every model has the same ability; Newton refines it
-    start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
-
-    def step(_, b):
-        pbar, w = _mean_probability(b, a, theta, inputs)
-        move = (pbar - target) / (a * jnp.maximum(w, 1e-6))
-        return b + jnp.clip(move, -MAX_STEP / a, MAX_STEP / a)
-
     # The iterations carry no gradient (differentiating through them would store and
     # replay all of them); the derivatives come from the implicit function theorem at
     # the solution instead: b* solves F(b, .) = pbar(b) - target = 0, with
@@ -88,9 +93,7 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     # other parameters, so the change of variables and the posterior stay exact, and
     # only the gradient is approximate there (NUTS stays exact: its acceptance step uses
     # the density itself).
-    solved = jax.lax.stop_gradient(
-        jax.lax.fori_loop(0, NEWTON_STEPS, step, jax.lax.stop_gradient(start))
-    )
+    solved = _newton(*jax.lax.stop_gradient((theta, a, target)), inputs)
     pbar, w = _mean_probability(solved, a, theta, inputs)
     slope = jax.lax.stop_gradient(a * jnp.maximum(w, 1e-6))
     residual = pbar - target
