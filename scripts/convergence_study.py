@@ -144,6 +144,7 @@ def run_one(name, loader, overrides, settings_kw, model="dualeval-2pl") -> dict 
         "ebfmi_min": conv["ebfmi_min"],
         "depth_hit": conv["treedepth_hit_share"],
         "rounds": result.diagnostics.get("sampler_info", {}).get("rounds", 1),
+        "start": result.diagnostics.get("sampler_info", {}).get("start_metric", ""),
         "converged": conv["converged"],
         "worst": worst,
     }

@@ -3,7 +3,9 @@
 Chains run in parallel over devices when there are enough (host devices on a CPU, set
 with ``numpyro.set_host_device_count`` before JAX starts), vectorised otherwise. A dense
 mass matrix is adapted over the model's low-dimensional global block
-(:func:`~bayes_dualeval.model.joint.global_sites`) and a diagonal one elsewhere.
+(:func:`~bayes_dualeval.model.joint.global_sites`) and a diagonal one elsewhere; warm-up
+starts that adaptation from the curvature where the chains start when the data are large
+enough for that to pay (:mod:`bayes_dualeval.inference.metric`), not from the identity.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
+from bayes_dualeval.inference.metric import start_metric, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
 from bayes_dualeval.model.config import ModelConfig
@@ -35,14 +38,22 @@ DIVERGENCE_MAX_DEPTH = 10
 _NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
 
 
-def make_mcmc(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings) -> MCMC:
-    """The NUTS sampler used by :func:`run_nuts` (one round of ``settings.draws`` draws)."""
+def make_mcmc(
+    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, metric=None
+) -> MCMC:
+    """The NUTS sampler used by :func:`run_nuts` (one round of ``settings.draws`` draws).
+
+    ``metric`` is the inverse mass matrix warm-up starts from (NumPyro's block dictionary,
+    see :func:`bayes_dualeval.inference.metric.start_metric`); None starts from the
+    identity.
+    """
     kernel = NUTS(
         dualeval_model,
         target_accept_prob=settings.target_accept,
         max_tree_depth=settings.max_tree_depth,
         init_strategy=init_strategy(config, inputs),
         dense_mass=[global_sites(config, inputs)],
+        inverse_mass_matrix=None if metric is None else dict(metric),
     )
     n_dev = jax.local_device_count()
     method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
@@ -79,7 +90,8 @@ def run_nuts(
         :data:`DIVERGENCE_EXTRA_DEPTH` deeper (at most :data:`DIVERGENCE_MAX_DEPTH`), and
         replaces the draws. ``info["rounds"]`` counts the rounds run,
         ``info["target_accept"]`` and ``info["max_tree_depth"]`` are those of the final
-        round (``until`` sees the depth of the draws it judges).
+        round (``until`` sees the depth of the draws it judges), ``info["start_metric"]``
+        says where warm-up's metric started ("curvature" or "identity").
 
     Returns
     -------
@@ -88,8 +100,11 @@ def run_nuts(
     timings: dict = {}
     rounds, parts = 0, []
     current = settings
-    mcmc = make_mcmc(inputs, config, current)
     with timed(timings):
+        metric = None
+        if worth_it(inputs):
+            metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
+        mcmc = make_mcmc(inputs, config, current, metric)
         key = jax.random.PRNGKey(settings.seed)
         while True:
             mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS)
@@ -110,13 +125,17 @@ def run_nuts(
                     min(current.max_tree_depth + DIVERGENCE_EXTRA_DEPTH, DIVERGENCE_MAX_DEPTH),
                 )
                 current = replace(current, target_accept=higher[0], max_tree_depth=depth)
-                mcmc, parts = make_mcmc(inputs, config, current), []
+                mcmc, parts = make_mcmc(inputs, config, current, metric), []
                 key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
             else:
                 mcmc.post_warmup_state = mcmc.last_state
                 key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
-    draws.info.update(rounds=rounds, target_accept=current.target_accept)
+    draws.info.update(
+        rounds=rounds,
+        target_accept=current.target_accept,
+        start_metric="identity" if metric is None else "curvature",
+    )
     return draws
 
 

@@ -1,0 +1,93 @@
+"""NUTS's starting metric (``bayes_dualeval.inference.metric``).
+
+The Hessian diagonal is read off a few Hessian-vector products on the assumption that,
+given the global sites, different items' parameters do not interact. These tests check
+that diagonal against the full Hessian of the joint model (static and anchored arena
+items, hierarchical priors), so a model change that couples items makes them fail.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+from numpyro.infer.util import potential_energy
+
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.simulate import simulate
+from bayes_dualeval.inference import metric, nuts
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.joint import dualeval_model, global_sites
+
+
+@pytest.fixture(scope="module")
+def setup():
+    static, arena, _ = simulate(6, 12, 10, prompt_offset_sd=0.0, seed=4)
+    dataset = Dataset.from_frames(static=static, arena=arena)
+    config = load_spec("dualeval-2pl")
+    inputs, _ = build_inputs(dataset, config, centred="auto")
+    return config, inputs
+
+
+def test_probes_cover_every_coordinate_once():
+    sizes = {"a": 2, "b": 3, "c": 1}
+    spans, reads = metric._probes(sizes, ["b"])
+    # a: two unit vectors, b: one indicator of its three coordinates, c: one unit vector
+    np.testing.assert_array_equal(spans, [[0, 1], [1, 2], [2, 5], [5, 6]])
+    np.testing.assert_array_equal(reads, [[0, 0], [1, 1], [2, 2], [2, 3], [2, 4], [3, 5]])
+
+
+def test_diagonal_matches_the_full_hessian(setup):
+    """Exact products in float32: agree to 1e-3 relative (1e-3 absolute)."""
+    config, inputs = setup
+    key = jax.random.PRNGKey(3)
+    start = metric.start_point(inputs, config, key)
+    assert inputs.n_anchored > 0 and "log_a_raw" in start and "level_c" in start
+    flat, unravel = ravel_pytree(start)
+
+    def potential(x):
+        return potential_energy(dualeval_model, (inputs, config), {}, unravel(x))
+
+    full = np.asarray(jax.jit(jax.hessian(potential))(flat))
+    # items interact only through the global sites: no entry between two items of a site
+    names = sorted(start)
+    offsets = dict(zip(names, np.cumsum([0] + [np.size(start[k]) for k in names]), strict=False))
+    for site in ("log_a_raw", "b_raw"):
+        lo = offsets[site]
+        block = full[lo : lo + np.size(start[site]), lo : lo + np.size(start[site])]
+        assert np.abs(block - np.diag(np.diag(block))).max() < 1e-4 * np.abs(block).max()
+    diagonal = ravel_pytree(metric.hessian_diagonal(inputs, config, key))[0]
+    np.testing.assert_allclose(np.asarray(diagonal), np.diag(full), rtol=1e-3, atol=1e-3)
+
+
+def test_start_metric_is_numpyros_block_dictionary(setup):
+    config, inputs = setup
+    dense = global_sites(config, inputs)
+    start = metric.start_point(inputs, config, jax.random.PRNGKey(0))
+    result = metric.start_metric(inputs, config, dense, seed=0)
+    rest = tuple(sorted(set(start) - set(dense)))
+    assert list(result) == [dense, rest]
+    n_dense = sum(np.size(start[k]) for k in dense)
+    block = result[dense]
+    assert block.shape == (n_dense, n_dense)
+    np.testing.assert_array_equal(block, np.diag(np.diag(block)))
+    assert result[rest].shape == (sum(np.size(start[k]) for k in rest),)
+    values = np.concatenate([np.diag(block), result[rest]])
+    # floored at the identity: never more room than the identity, and some far less
+    assert np.all((values > 0) & (values <= 1.0))
+    assert values.min() < 0.2
+
+
+def test_nuts_starts_from_the_curvature_on_large_data_only(setup, monkeypatch):
+    config, inputs = setup
+    assert not metric.worth_it(inputs)  # a few hundred terms
+    settings = SamplerSettings(chains=1, warmup=40, draws=20, extend=0, seed=1, progress=False)
+    assert nuts.run_nuts(inputs, config, settings).info["start_metric"] == "identity"
+    monkeypatch.setattr(metric, "MIN_TERMS", 0)
+    draws = nuts.run_nuts(inputs, config, settings)
+    assert draws.info["start_metric"] == "curvature"
+    assert draws.samples["theta"].shape[:2] == (1, 20)
+    assert np.isfinite(draws.samples["theta"]).all()
