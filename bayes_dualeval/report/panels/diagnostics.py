@@ -71,6 +71,13 @@ def diagnostics(doc: Markup, ctx: ReportContext) -> None:
     )
 
 
+#: How the report words ``sampler_info.start_metric``.
+START_METRIC = {
+    "curvature": "the curvature at a start (large data)",
+    "identity": "the identity",
+}
+
+
 def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
     settings = ctx.result.settings
     info = ctx.diagnostics.get("sampler_info", {})
@@ -89,6 +96,10 @@ def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
         "target acceptance": _final(info, "target_accept", settings.target_accept),
         "trajectory cap (tree depth)": _final(info, "max_tree_depth", settings.max_tree_depth),
     }
+    if "start_metric" in info:
+        facts["warm-up metric started from"] = START_METRIC.get(
+            info["start_metric"], str(info["start_metric"])
+        )
     if "sample_stats" not in ctx.idata.groups():
         return facts
     stats = ctx.idata.sample_stats
