@@ -128,7 +128,14 @@ def start_point(inputs: ModelInputs, config: ModelConfig, key) -> dict:
 
 def _start(key, inputs: ModelInputs, config: ModelConfig, strategy):
     """Latent sites at the strategy's start (unconstrained) and the names on item plates."""
-    model = handlers.substitute(handlers.seed(dualeval_model, key), substitute_fn=strategy)
+
+    def traced(site):
+        # the strategy may give NumPy constants, which the model cannot index with the
+        # traced data of this compiled program
+        value = strategy(site)
+        return None if value is None else jnp.asarray(value)
+
+    model = handlers.substitute(handlers.seed(dualeval_model, key), substitute_fn=traced)
     trace = handlers.trace(model).get_trace(inputs, config)
     start, local = {}, []
     for name, site in trace.items():

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import jax.numpy as jnp
 import numpy as np
 from numpyro.distributions import constraints
 from numpyro.infer import init_to_median, init_to_uniform
@@ -80,9 +79,7 @@ def _start(site=None, values=None, bounded=False, radius=RADIUS):
         return partial(_start, values=values, bounded=bounded, radius=radius)
     if site["type"] == "sample" and not site["is_observed"]:
         if site["name"] in values:
-            # a JAX array: the start is also drawn inside a compiled pilot (see metric.py)
-            value = jnp.asarray(values[site["name"]], jnp.float32)
-            return jnp.broadcast_to(value, site["fn"].shape())
+            return np.broadcast_to(values[site["name"]], site["fn"].shape()).astype(np.float32)
         if bounded and site["fn"].support is constraints.unit_interval:
             return init_to_median(site)
     return init_to_uniform(site, radius=radius)
