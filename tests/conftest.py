@@ -3,6 +3,11 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The command line turns on JAX's persistent compilation cache (inference/device.py). In
+# one long test process that has compiled thousands of programs, writing one more entry
+# crashed the interpreter (a segmentation fault inside JAX's cache writer, twice at the
+# same test); tests compile afresh and leave the user's cache alone.
+os.environ.setdefault("BAYES_DUALEVAL_CACHE", "off")
 
 import csv  # noqa: E402
 import json  # noqa: E402
