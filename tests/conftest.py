@@ -3,10 +3,8 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The command line turns on JAX's persistent compilation cache (inference/device.py). In
-# one long test process that has compiled thousands of programs, writing one more entry
-# crashed the interpreter (a segmentation fault inside JAX's cache writer, twice at the
-# same test); tests compile afresh and leave the user's cache alone.
+# The command line turns on JAX's persistent compilation cache (inference/device.py);
+# tests compile afresh and leave the user's cache alone.
 os.environ.setdefault("BAYES_DUALEVAL_CACHE", "off")
 
 import csv  # noqa: E402
@@ -85,3 +83,20 @@ def rows():
         arena = staticmethod(arena_rows)
 
     return _Rows
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.
+
+    One pytest process compiles thousands of programs (NumPyro's eager initialisation
+    alone compiles hundreds per model), and XLA keeps every one mapped in memory. Late in
+    the suite, compiling one more crashed the interpreter inside XLA (a segmentation fault
+    and an abort, three runs in a row at the same test, with and without the persistent
+    cache). Releasing them between modules keeps the process small; tests never rely on
+    a program compiled by another module.
+    """
+    yield
+    import jax
+
+    jax.clear_caches()
