@@ -53,8 +53,6 @@ from bayes_dualeval.model.joint import dualeval_model
 MIN_TERMS = 20_000
 #: Plates whose members are independent given the global sites (one product per site).
 ITEM_PLATES = ("item", "static_item")
-#: Hessian-vector products evaluated together (bounds the memory of the batched products).
-BATCH = 1
 #: Smallest curvature the metric uses: the inverse mass never exceeds the identity's.
 FLOOR = 1.0
 
@@ -167,7 +165,8 @@ def _diagonal(key, inputs: ModelInputs, config: ModelConfig, strategy) -> dict:
         t = ((coordinate >= span[0]) & (coordinate < span[1])).astype(flat.dtype)
         return jax.jvp(lambda x: ravel_pytree(grad(unravel(x)))[0], (flat,), (t,))[1]
 
-    products = jax.lax.map(product, jnp.asarray(spans), batch_size=BATCH)
+    # one product at a time: memory of a single gradient, whatever the number of products
+    products = jax.lax.map(product, jnp.asarray(spans))
     return unravel(products[reads[:, 0], reads[:, 1]])
 
 
