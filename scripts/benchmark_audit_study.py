@@ -69,6 +69,81 @@ def auroc(score: np.ndarray, positive: np.ndarray) -> float:
     return float(mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg)))
 
 
+def plant_arena(arena: pd.DataFrame, n_leaks: int, share: float, shift: float, rng) -> list:
+    """Raise ``share`` of the rewards of random (model, source) blocks by ``shift`` sd."""
+    blocks = arena[["model_label", "source"]].drop_duplicates().to_numpy()
+    chosen = blocks[rng.choice(len(blocks), n_leaks, replace=False)]
+    for m, src in chosen:
+        on = arena.index[(arena["model_label"] == m) & (arena["source"] == src)]
+        hit = rng.choice(on, int(round(share * len(on))), replace=False)
+        sd = arena.loc[arena["source"] == src, "reward"].std(ddof=0)
+        arena.loc[hit, "reward"] += shift * sd
+    return [(m, src) for m, src in chosen]
+
+
+def baseline_arena(arena: pd.DataFrame) -> pd.Series:
+    """A model's mean z on a source minus its mean z on the other sources."""
+    z = arena["reward"] - arena.groupby(["source", "item_id"])["reward"].transform("mean")
+    z = z / arena.groupby("source")["reward"].transform("std")
+    frame = arena.assign(z=z)
+    block = frame.groupby(["model_label", "source"])["z"].agg(["sum", "count"])
+    model = block.groupby(level=0).sum()
+    out = {}
+    for (m, src), row in block.iterrows():
+        rest = model.loc[m] - row
+        out[(m, src)] = row["sum"] / row["count"] - rest["sum"] / max(rest["count"], 1)
+    return pd.Series(out)
+
+
+def one_arena(seed: int, args) -> dict:
+    from bayes_dualeval.checks.benchmarks import contamination_table
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.data.simulate import simulate
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.runs.fit import fit
+
+    rng = np.random.default_rng(5000 + seed)
+    n_static = 0 if args.arena_only else args.items * args.benchmarks
+    static, arena, _ = simulate(
+        args.models, n_static, args.items * args.sources, n_domains=max(args.benchmarks, 1),
+        missing=0.1, seed=500 + seed,
+    )  # fmt: skip
+    prompts = arena["item_id"].unique()
+    source_of = {p: f"arena{k % args.sources}" for k, p in enumerate(prompts)}
+    arena["source"] = arena["item_id"].map(source_of)
+    leaks = plant_arena(arena, args.leaks, args.share, args.shift, rng)
+    ds = Dataset.from_frames(static=static if n_static else None, arena=arena, source="bench")
+    mode = "arena" if args.arena_only else "both"
+    config = load_spec("dualeval-2pl").replace(mode=mode)
+    start = time.perf_counter()
+    result = fit(ds, config, SamplerSettings(sampler=args.sampler, seed=seed, progress=False))
+    table = contamination_table(result.idata, result.dataset)
+    seconds = time.perf_counter() - start
+    table = table[table["kind"] == "arena"].reset_index(drop=True)
+    leak = np.array(
+        [(m, s) in set(leaks) for m, s in zip(table["model"], table["source"], strict=True)]
+    )
+    base = baseline_arena(arena)
+    keys = list(zip(table["model"], table["source"], strict=True))
+    base_score = base.loc[keys].to_numpy()
+    base_rank = pd.Series(-base_score).rank(method="first").to_numpy()[leak]
+    return {
+        "seed": seed,
+        "sampler": args.sampler,
+        "data": "arena only" if args.arena_only else "static + arena",
+        "blocks": len(table),
+        "seconds": round(seconds, 1),
+        "converged": result.converged,
+        "leak_ranks": ",".join(map(str, np.flatnonzero(leak) + 1)),
+        "leak_max_q": round(float(table.loc[leak, "q_value"].max()), 4),
+        "false_discoveries": int(((table["q_value"] < 0.05) & ~leak).sum()),
+        "auroc": round(auroc(-table["p_value"].to_numpy(), leak), 3),
+        "baseline_ranks": ",".join(str(int(r)) for r in sorted(base_rank)),
+        "baseline_auroc": round(auroc(base_score, leak), 3),
+    }
+
+
 def one(seed: int, args) -> dict:
     from bayes_dualeval.checks.benchmarks import contamination_table
     from bayes_dualeval.data.dataset import Dataset
@@ -123,6 +198,10 @@ def main(argv=None) -> int:
     parser.add_argument("--leaks", type=int, default=3)
     parser.add_argument("--share", type=float, default=0.4)
     parser.add_argument("--guess", type=float, default=0.0)
+    parser.add_argument("--kind", choices=["static", "arena"], default="static")
+    parser.add_argument("--sources", type=int, default=4, help="arena sources (--kind arena)")
+    parser.add_argument("--shift", type=float, default=2.0, help="reward sd added (arena)")
+    parser.add_argument("--arena-only", action="store_true", help="no static data (arena)")
     parser.add_argument("--sampler", default="nuts", choices=["nuts", "svi", "map"])
     parser.add_argument("--out", help="also write the table as CSV here")
     args = parser.parse_args(argv)
@@ -132,7 +211,7 @@ def main(argv=None) -> int:
     numpyro.set_host_device_count(4)
     rows = []
     for seed in range(args.seeds):
-        rows.append(one(seed, args))
+        rows.append((one_arena if args.kind == "arena" else one)(seed, args))
         print(pd.DataFrame([rows[-1]]).to_string(index=False), flush=True)
     table = pd.DataFrame(rows)
     print()

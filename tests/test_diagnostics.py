@@ -159,6 +159,67 @@ def test_divergences_restart_with_a_smaller_step_instead_of_drawing_more():
     assert draws.samples["theta"].shape[1] == 20  # replaced, not appended
 
 
+def test_divergence_restart_keeps_the_adapted_metric_and_position(monkeypatch):
+    """The round after divergences tunes only the step size, from where the chains stopped."""
+    from bayes_dualeval.inference import nuts
+
+    inputs, config = _tiny_inputs()
+    built, runs = [], []
+    make, run = nuts.make_mcmc, nuts.MCMC.run
+
+    def recording_make(inputs, config, settings, metric=None, **kw):
+        mcmc = make(inputs, config, settings, metric, **kw)
+        built.append((settings, metric, kw))
+        return mcmc
+
+    def recording_run(self, key, *args, init_params=None, **kw):
+        runs.append(init_params)
+        out = run(self, key, *args, init_params=init_params, **kw)
+        if len(runs) == 1:  # what the first round adapted, and where it stopped
+            state = self.last_state
+            built.append(("round 1", nuts.adapted_metric(state, 1), dict(state.z)))
+        return out
+
+    monkeypatch.setattr(nuts, "make_mcmc", recording_make)
+    monkeypatch.setattr(nuts.MCMC, "run", recording_run)
+    monkeypatch.setattr(nuts, "RETUNE_WARMUP", 30)
+    settings = SamplerSettings(
+        chains=1, warmup=60, draws=20, extend=1, seed=3, target_accept=0.05, progress=False
+    )
+    diverged = []
+    draws = run_nuts(
+        inputs, config, settings, until=lambda d: diverged.append(d.stats["diverging"].any())
+    )
+    assert diverged == [True] and draws.info["rounds"] == 2
+    (first, metric0, kw0), (_, adapted, position), (second, metric1, kw1) = built
+    assert metric0 is None and kw0 == {} and first.warmup == 60
+    # the restart keeps the pooled adapted metric, fixed, with a short step-size warm-up
+    assert second.warmup == 30 and kw1["adapt_metric"] is False
+    assert second.target_accept == DIVERGENCE_TARGET_ACCEPTS[0]
+    assert set(metric1) == set(adapted)
+    for k in adapted:
+        np.testing.assert_array_equal(metric1[k], adapted[k])
+    # ... and starts each chain where it stopped, not at a fresh initial point
+    assert runs[0] is None
+    for k, v in position.items():
+        np.testing.assert_array_equal(np.asarray(runs[1][k]), np.asarray(v))
+
+
+def test_adapted_metric_pools_chains():
+    from types import SimpleNamespace
+
+    from bayes_dualeval.inference.nuts import adapted_metric
+
+    per_chain = {("theta",): np.array([[1.0, 2.0], [3.0, 4.0]]), ("g",): np.ones((2, 3, 3))}
+    state = SimpleNamespace(adapt_state=SimpleNamespace(inverse_mass_matrix=per_chain))
+    pooled = adapted_metric(state, 2)
+    np.testing.assert_array_equal(pooled[("theta",)], [2.0, 3.0])
+    assert pooled[("g",)].shape == (3, 3)
+    single = {("theta",): np.array([1.0, 2.0])}
+    state = SimpleNamespace(adapt_state=SimpleNamespace(inverse_mass_matrix=single))
+    np.testing.assert_array_equal(adapted_metric(state, 1)[("theta",)], [1.0, 2.0])
+
+
 def test_divergences_climb_the_ladder_of_target_acceptances(monkeypatch):
     from bayes_dualeval.inference import nuts
 

@@ -35,25 +35,39 @@ DIVERGENCE_TARGET_ACCEPTS = (0.95, 0.99)
 DIVERGENCE_EXTRA_DEPTH = 1
 #: The deepest trajectory cap the divergence restart raises to (2**10 - 1 leapfrog steps).
 DIVERGENCE_MAX_DEPTH = 10
+#: Warm-up iterations of a round after divergences: the chains continue from where they
+#: stopped with the mass matrix they adapted (pooled over chains), so only the step size is
+#: tuned again, to the higher target acceptance (NumPyro's schedule for 200 iterations
+#: ends in Stan's 50-iteration final buffer of step-size adaptation).
+RETUNE_WARMUP = 200
 _NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
 
 
 def make_mcmc(
-    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, metric=None
+    inputs: ModelInputs,
+    config: ModelConfig,
+    settings: SamplerSettings,
+    metric=None,
+    *,
+    adapt_metric: bool = True,
+    step_size: float = 1.0,
 ) -> MCMC:
     """The NUTS sampler used by :func:`run_nuts` (one round of ``settings.draws`` draws).
 
     ``metric`` is the inverse mass matrix warm-up starts from (NumPyro's block dictionary,
     see :func:`bayes_dualeval.inference.metric.start_metric`); None starts from the
-    identity.
+    identity. With ``adapt_metric=False`` it is kept as it is and warm-up tunes only the
+    step size, starting from ``step_size``.
     """
     kernel = NUTS(
         dualeval_model,
+        step_size=step_size,
         target_accept_prob=settings.target_accept,
         max_tree_depth=settings.max_tree_depth,
         init_strategy=init_strategy(config, inputs),
         dense_mass=[global_sites(config, inputs)],
         inverse_mass_matrix=None if metric is None else dict(metric),
+        adapt_mass_matrix=adapt_metric,
     )
     n_dev = jax.local_device_count()
     method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
@@ -84,11 +98,14 @@ def run_nuts(
         rounds are run. Without divergences, a round continues the chains from where they
         stopped (same step size and mass matrix) and appends ``settings.draws`` draws per
         chain: slow mixing needs more draws. With divergences, more draws of the same
-        kernel would only add more, so the round starts afresh with a smaller step size
-        (the next target acceptance of :data:`DIVERGENCE_TARGET_ACCEPTS` above the current
-        one; past the last, the chains continue), a trajectory cap
+        kernel would only add more, so the round tunes a smaller step size for the next
+        target acceptance of :data:`DIVERGENCE_TARGET_ACCEPTS` above the current one (past
+        the last, the chains continue), with a trajectory cap
         :data:`DIVERGENCE_EXTRA_DEPTH` deeper (at most :data:`DIVERGENCE_MAX_DEPTH`), and
-        replaces the draws. ``info["rounds"]`` counts the rounds run,
+        replaces the draws. That round keeps what the chains learnt: they continue from
+        where they stopped, with the mass matrix they adapted (pooled over chains, see
+        :func:`adapted_metric`), and its warm-up of :data:`RETUNE_WARMUP` iterations
+        tunes only the step size. ``info["rounds"]`` counts the rounds run,
         ``info["target_accept"]`` and ``info["max_tree_depth"]`` are those of the final
         round (``until`` sees the depth of the draws it judges), ``info["start_metric"]``
         says where warm-up's metric started ("curvature" or "identity").
@@ -105,9 +122,10 @@ def run_nuts(
         if worth_it(inputs):
             metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
         mcmc = make_mcmc(inputs, config, current, metric)
-        key = jax.random.PRNGKey(settings.seed)
+        key, init = jax.random.PRNGKey(settings.seed), None
         while True:
-            mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS)
+            mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
+            init = None
             samples = mcmc.get_samples(group_by_chain=True)
             extra = mcmc.get_extra_fields(group_by_chain=True)
             jax.block_until_ready((samples, extra))
@@ -125,11 +143,21 @@ def run_nuts(
                     min(current.max_tree_depth + DIVERGENCE_EXTRA_DEPTH, DIVERGENCE_MAX_DEPTH),
                 )
                 current = replace(current, target_accept=higher[0], max_tree_depth=depth)
-                mcmc, parts = make_mcmc(inputs, config, current, metric), []
+                state = mcmc.last_state
+                retune = replace(current, warmup=min(current.warmup, RETUNE_WARMUP))
+                mcmc = make_mcmc(
+                    inputs,
+                    config,
+                    retune,
+                    adapted_metric(state, settings.chains),
+                    adapt_metric=False,
+                    step_size=float(np.mean(state.adapt_state.step_size)),
+                )
+                init, parts = state.z, []
                 key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
-            else:
-                mcmc.post_warmup_state = mcmc.last_state
-                key = mcmc.post_warmup_state.rng_key
+                continue
+            mcmc.post_warmup_state = mcmc.last_state
+            key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
     draws.info.update(
         rounds=rounds,
@@ -137,6 +165,28 @@ def run_nuts(
         start_metric="identity" if metric is None else "curvature",
     )
     return draws
+
+
+def adapted_metric(state, chains: int) -> dict:
+    """The inverse mass matrix the chains adapted, pooled: its mean over chains.
+
+    Parameters
+    ----------
+    state : numpyro.infer.hmc.HMCState
+        ``MCMC.last_state`` after warm-up (a leading chain axis when ``chains > 1``).
+    chains : int
+
+    Returns
+    -------
+    dict
+        NumPyro's block dictionary (site-name tuples to diagonals or dense blocks). Each
+        chain's estimate is a regularised variance (or covariance) of its warm-up draws,
+        so their mean is one too.
+    """
+    metric = state.adapt_state.inverse_mass_matrix
+    return {
+        k: np.asarray(v).mean(axis=0) if chains > 1 else np.asarray(v) for k, v in metric.items()
+    }
 
 
 def _joined(parts: list, mcmc: MCMC) -> Draws:
