@@ -7,18 +7,26 @@ the observed number of correct answers ``O`` is compared with its predictive dis
 *with the block left out*: the ability that predicts the block must not have been pulled up
 by the block itself.
 
+Arena rewards get the same audit per (model, arena source)
+(:class:`~bayes_dualeval.checks.arena_blocks.ArenaCells`): a model rewarded more on one
+source than its ability predicts.
+
 Leaving a block out without refitting: a block is often a third of a model's data, which
 moves its ability too far for importance sampling over the joint draws (Pareto k above 1
 in trials). The ability is one-dimensional, though, so for each posterior draw of the item
-parameters the ability's posterior given the model's *other* cells (and its prior
-``Normal(0, theta_scale)``) is computed exactly on a grid. Given an ability, the number
-correct in the block is a sum of independent Bernoulli cells with mean ``sum p`` and
-variance ``sum p (1 - p)``; its one-sided mid-p-value ``P(Y > O) + P(Y = O) / 2`` comes
-from the normal approximation with continuity correction, averaged over the grid and the
-draws. The item parameters keep their full-data posterior (one block barely moves them).
-Under the model the p-values are close to uniform (a test checks it), so ``q_value``
-(Benjamini-Yekutieli, valid under any dependence between blocks) controls the false
-discovery rate of flagging ``q_value < alpha``.
+parameters the ability's posterior given the model's *other* cells, static and arena (and
+its prior ``Normal(0, theta_scale)``), is computed exactly on a grid. Given an ability, the
+number correct in a static block is a sum of independent Bernoulli cells with mean
+``sum p`` and variance ``sum p (1 - p)``; its one-sided mid-p-value ``P(Y > O) + P(Y = O) /
+2`` comes from the normal approximation with continuity correction. An arena block's mean
+reward is normal given the ability (see :mod:`~bayes_dualeval.checks.arena_blocks`). Both
+are averaged over the grid and the draws. The item parameters keep their full-data
+posterior (one block barely moves them). Integrating over the left-out ability makes the
+p-value account for what the model's other data leave uncertain about it, which a point
+fit (MAP, one draw) could not do otherwise. Under the model the p-values are close to
+uniform (tests check it for static and arena blocks), so ``q_value`` (Benjamini-Yekutieli,
+valid under any dependence between blocks) controls the false discovery rate of flagging
+``q_value < alpha``.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, special, stats
 
-from bayes_dualeval.checks.arena_blocks import arena_blocks
+from bayes_dualeval.checks.arena_blocks import ArenaCells
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.spec import DualEvalModel
@@ -76,19 +84,29 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
     pandas.DataFrame
         Columns: ``model``, ``kind`` (``static`` or ``arena``), ``source``, ``dataset``
         (empty for arena rows), ``n`` (cells; arena: prompts), ``observed`` and ``expected``
-        accuracy (arena: mean normalised reward, see
-        :func:`~bayes_dualeval.checks.arena_blocks.arena_blocks`) with ``expected_lo``,
-        ``expected_hi`` (the ``ci`` interval over draws of the left-out expected accuracy),
-        ``excess`` (observed minus expected), ``p_value`` (one-sided: a larger accuracy or
-        reward than predicted) and ``q_value`` (Benjamini-Yekutieli over every row, static
-        and arena together). Empty without static cells or arena rewards.
+        accuracy (arena: mean normalised reward) with ``expected_lo``, ``expected_hi``
+        (the ``ci`` interval over draws of the left-out expectation), ``excess``
+        (observed minus expected), ``p_value`` (one-sided: a larger accuracy or reward
+        than predicted) and ``q_value`` (Benjamini-Yekutieli over every row, static and
+        arena together). Empty without static cells or arena rewards.
     """
-    arena = arena_blocks(idata, dataset, ci=ci)
-    if len(arena):
-        arena.insert(1, "kind", "arena")
-    static = _static_blocks(idata, dataset, ci=ci)
-    table = pd.concat([t for t in (static, arena) if len(t)], ignore_index=True) if (
-        len(static) or len(arena)) else pd.DataFrame(columns=COLUMNS)  # fmt: skip
+    model = DualEvalModel.from_idata(idata)
+    mode = model.config.mode
+    use_static = len(dataset.static_y) > 0 and mode in ("both", "static")
+    use_arena = len(dataset.arena_z) > 0 and mode in ("both", "arena") and "b" in model.item_sites
+    if not (use_static or use_arena):
+        return pd.DataFrame(columns=COLUMNS)
+    n_cells = (len(dataset.static_y) if use_static else 0) + (
+        len(dataset.arena_z) if use_arena else 0
+    )
+    draws = _draws(idata, model, n_cells * GRID, arena=use_arena)
+    kinds = []
+    if use_static:
+        kinds.append(StaticCells(dataset, model, draws))
+    if use_arena:
+        kinds.append(ArenaCells(dataset, model, draws))
+    kinds = [k for k in kinds if len(k)]
+    table = _left_out(kinds, dataset, model, draws, ci)
     table["q_value"] = stats.false_discovery_control(
         table["p_value"].to_numpy(float), method="by"
     ) if len(table) else []  # fmt: skip
@@ -97,81 +115,137 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
     ].reset_index(drop=True)
 
 
-def _static_blocks(idata, dataset: Dataset, *, ci: float) -> pd.DataFrame:
-    """The static rows of :func:`contamination_table`, without ``q_value``, unsorted."""
-    model = DualEvalModel.from_idata(idata)
-    if not len(dataset.static_y) or model.config.mode not in ("both", "static"):
-        return pd.DataFrame()
-    cell_model, cell_item = dataset.static_model, dataset.static_item
-    y = dataset.static_y.astype(np.float64)
-    bench = benchmark_of(dataset.items)
-    key = pd.MultiIndex.from_arrays(
-        [dataset.models[cell_model], dataset.item_source[cell_item], bench[cell_item]]
-    )
-    codes, blocks = pd.factorize(key)
-    to_block = sparse.csr_array(
-        (np.ones(len(y)), (np.arange(len(y)), codes)), shape=(len(y), len(blocks))
-    )
-    draws = _draws(idata, model, len(y) * GRID)
+class StaticCells:
+    """A run's static cells, grouped into (model, source, benchmark) blocks, on a grid."""
+
+    kind = "static"
+
+    def __init__(self, dataset: Dataset, model: DualEvalModel, draws: dict):
+        self.cell_model, self.cell_item = dataset.static_model, dataset.static_item
+        self.y = dataset.static_y.astype(np.float64)
+        bench = benchmark_of(dataset.items)
+        key = pd.MultiIndex.from_arrays(
+            [
+                dataset.models[self.cell_model],
+                dataset.item_source[self.cell_item],
+                bench[self.cell_item],
+            ]
+        )
+        self.cell_block, blocks = pd.factorize(key)
+        self.labels = pd.DataFrame(
+            {
+                "model": blocks.get_level_values(0),
+                "kind": self.kind,
+                "source": blocks.get_level_values(1),
+                "dataset": blocks.get_level_values(2),
+            }
+        )
+        self.n = np.bincount(self.cell_block, minlength=len(blocks)).astype(np.float64)
+        self.observed = np.bincount(self.cell_block, weights=self.y, minlength=len(blocks))
+        self.draws = {name: draws[name] for name in model.item_sites}
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def terms(self, k: int, rows: slice, grid: np.ndarray):
+        """Per cell of ``rows`` and grid point, in draw ``k``: log likelihood, mean, variance."""
+        item = {name: v[k][self.cell_item[rows], None] for name, v in self.draws.items()}
+        eta = links.eta(grid[None, :], item["b"], item.get("a"))
+        p = links.probability(eta, item.get("c"), item.get("d"))
+        ll = links.bernoulli_loglik(self.y[rows, None], eta, item.get("c"), item.get("d"))
+        return ll, p, p * (1.0 - p)
+
+    def tail(self, mu: np.ndarray, var: np.ndarray) -> np.ndarray:
+        """Mid-p ``P(Y > O) + P(Y = O) / 2`` per block and grid point (continuity-corrected)."""
+        sd = np.sqrt(np.maximum(var, 1e-12))
+        upper = special.ndtr((mu - self.observed[:, None] - 0.5) / sd)  # P(Y >= O + 1)
+        at_least = special.ndtr((mu - self.observed[:, None] + 0.5) / sd)  # P(Y >= O)
+        return 0.5 * (upper + at_least)
+
+    def rate(self, mu: np.ndarray) -> np.ndarray:
+        """Accuracy of each block from its expected number correct."""
+        return mu / self.n[:, None]
+
+
+def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, ci: float):
+    """Rows of :func:`contamination_table` without ``q_value``, unsorted.
+
+    Every block of every cell kind, each with the ability's posterior given the model's
+    other cells (of every kind).
+    """
     grid = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID) * model.config.theta_scale
     log_prior = -0.5 * (grid / model.config.theta_scale) ** 2
-    _, model_of_block = np.unique(blocks.get_level_values(0), return_inverse=True)
-    n = np.asarray(to_block.sum(axis=0)).ravel()
-    observed = to_block.T @ y
     n_draws = len(draws["theta"])
-    p_value = np.zeros(len(blocks))
-    rate_draws = np.empty((len(blocks), n_draws))
-    chunk = max(1, CHUNK_ELEMENTS // GRID)
+    block_model, p_values, rates = [], [], []
+    for kind in kinds:
+        owner = np.zeros(len(kind.labels), np.int64)
+        owner[kind.cell_block] = kind.cell_model
+        block_model.append(owner)
+        p_values.append(np.zeros(len(kind.labels)))
+        rates.append(np.empty((len(kind.labels), n_draws)))
     for k in range(n_draws):
-        # per block and ability grid point: log likelihood, and mean and variance of the
-        # number correct, accumulated over chunks of cells (bounded memory)
-        block_ll, mu, var = (np.zeros((len(blocks), GRID)) for _ in range(3))
-        for start in range(0, len(y), chunk):
-            rows = slice(start, start + chunk)
-            item = {name: draws[name][k][cell_item[rows], None] for name in model.item_sites}
-            eta = links.eta(grid[None, :], item["b"], item.get("a"))
-            p = links.probability(eta, item.get("c"), item.get("d"))
-            ll = links.bernoulli_loglik(y[rows, None], eta, item.get("c"), item.get("d"))
-            part = to_block[rows].T
-            block_ll += part @ ll
-            mu += part @ p
-            var += part @ (p * (1.0 - p))
-        model_ll = np.zeros((model_of_block.max() + 1, GRID))
-        np.add.at(model_ll, model_of_block, block_ll)
-        log_post = log_prior + model_ll[model_of_block] - block_ll  # the block left out
-        w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        w /= w.sum(axis=1, keepdims=True)
-        sd = np.sqrt(np.maximum(var, 1e-12))
-        upper = special.ndtr((mu - observed[:, None] - 0.5) / sd)  # P(Y >= O + 1)
-        at_least = special.ndtr((mu - observed[:, None] + 0.5) / sd)  # P(Y >= O)
-        p_value += np.sum(w * 0.5 * (upper + at_least), axis=1) / n_draws
-        rate_draws[:, k] = np.sum(w * mu, axis=1) / n
-    expected = rate_draws.mean(axis=1)
+        # per block and grid point: log likelihood, and mean and variance of the block's
+        # total, accumulated over chunks of cells (bounded memory)
+        parts, model_ll = [], np.zeros((dataset.n_models, GRID))
+        for kind, owner in zip(kinds, block_model, strict=True):
+            n_blocks = len(kind.labels)
+            block_ll, mu, var = (np.zeros((n_blocks, GRID)) for _ in range(3))
+            chunk = max(1, CHUNK_ELEMENTS // GRID)
+            for start in range(0, len(kind), chunk):
+                rows = slice(start, start + chunk)
+                ll, m, v = kind.terms(k, rows, grid)
+                to_block = _grouping(kind.cell_block[rows], n_blocks)
+                block_ll += to_block @ ll
+                mu += to_block @ m
+                var += to_block @ v
+            np.add.at(model_ll, owner, block_ll)
+            parts.append((block_ll, mu, var))
+        for j, (kind, owner, (block_ll, mu, var)) in enumerate(
+            zip(kinds, block_model, parts, strict=True)
+        ):
+            log_post = log_prior + model_ll[owner] - block_ll  # the block left out
+            w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+            w /= w.sum(axis=1, keepdims=True)
+            p_values[j] += np.sum(w * kind.tail(mu, var), axis=1) / n_draws
+            rates[j][:, k] = np.sum(w * kind.rate(mu), axis=1)
     alpha = (1.0 - ci) / 2.0
-    lo, hi = np.quantile(rate_draws, [alpha, 1.0 - alpha], axis=1)
-    return pd.DataFrame(
-        {
-            "model": blocks.get_level_values(0),
-            "kind": "static",
-            "source": blocks.get_level_values(1),
-            "dataset": blocks.get_level_values(2),
-            "n": n.astype(int),
-            "observed": observed / n,
-            "expected": expected,
-            "expected_lo": lo,
-            "expected_hi": hi,
-            "excess": observed / n - expected,
-            "p_value": np.clip(p_value, 0.0, 1.0),
-        }
-    )
+    frames = []
+    for kind, p_value, rate in zip(kinds, p_values, rates, strict=True):
+        lo, hi = np.quantile(rate, [alpha, 1.0 - alpha], axis=1)
+        expected = rate.mean(axis=1)
+        observed = kind.observed / kind.n
+        frames.append(
+            kind.labels.assign(
+                n=kind.n.astype(int),
+                observed=observed,
+                expected=expected,
+                expected_lo=lo,
+                expected_hi=hi,
+                excess=observed - expected,
+                p_value=np.clip(p_value, 0.0, 1.0),
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
-def _draws(idata, model: DualEvalModel, n_cells: int) -> dict:
-    """Ability and item draws (chains pooled, float64), thinned to fit the memory budget."""
+def _grouping(codes: np.ndarray, n_groups: int) -> sparse.csr_array:
+    """Sparse (group x element) indicator matrix of ``codes``."""
+    n = len(codes)
+    return sparse.csr_array((np.ones(n), (codes, np.arange(n))), shape=(n_groups, n))
+
+
+def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) -> dict:
+    """Ability and item draws (chains pooled, float64), thinned to fit the memory budget.
+
+    With ``arena``, also ``gamma`` and (when sampled) ``sigma``.
+    """
     theta = np.asarray(draws_of(idata, "theta"), np.float64)
     keep = min(MAX_DRAWS, max(MIN_DRAWS, MAX_ELEMENTS // max(n_cells, 1)))
     rows = np.unique(np.linspace(0, len(theta) - 1, min(keep, len(theta))).round().astype(int))
     out = {"theta": theta[rows]}
-    for name in model.item_sites:
+    names = list(model.item_sites)
+    if arena:
+        names += [s for s in ("gamma", "sigma") if s in idata.posterior]
+    for name in names:
         out[name] = np.asarray(draws_of(idata, name), np.float64)[rows]
     return out
