@@ -186,3 +186,16 @@ def test_arena_block_with_planted_rewards_ranks_first():
     assert arena_rows["q_value"].iloc[1:].min() > 0.5
     assert arena_rows["p_value"].iloc[1:].min() > 0.002
     assert (table["kind"] == "static").sum() == 12 * 3
+
+
+def test_prompts_answered_by_one_model_give_no_arena_rows():
+    """A prompt with a single answer says nothing about any model: no arena row, no crash."""
+    static, arena, truth = simulate(4, 20, 8, seed=1)
+    arena = arena.groupby("item_id").head(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, arena=arena, source="bench")
+    byname = {q.split("::", 1)[1]: v for q, v in truth["items"].items()}
+    truth["items"] = {q: byname[q.split("::", 1)[1]] for q in ds.items}
+    table = contamination_table(_truth_posterior(ds, truth, ModelConfig(), gamma=1.0), ds)
+    assert set(table["kind"]) == {"static"} and len(table) == 4 * 3

@@ -49,9 +49,11 @@ class ArenaCells:
     ----------
     dataset : Dataset
     model : DualEvalModel
+        The run's specification (for the signature shared with the static cells; the
+        noise is the method-of-moments value per source under every arena likelihood).
     draws : dict
         Thinned posterior draws (float64, draws first): ``theta``, ``b``, ``a`` (when the
-        link has it), ``gamma`` and, under the reward likelihood, ``sigma``.
+        link has it) and ``gamma``.
     """
 
     kind = "arena"
@@ -72,7 +74,7 @@ class ArenaCells:
             [dataset.models[self.cell_model], dataset.item_source[self.cell_item]]
         )
         self.cell_block, blocks = pd.factorize(key)
-        self.cell_source = pd.factorize(dataset.item_source[self.cell_item])[0]
+        self.cell_source, sources = pd.factorize(dataset.item_source[self.cell_item])
         self.labels = pd.DataFrame(
             {
                 "model": blocks.get_level_values(0),
@@ -97,7 +99,7 @@ class ArenaCells:
         x = x.mean(axis=0)
         r = self.z - self.zbar[self.cell_item]
         src = self.cell_source
-        n_src = src.max() + 1
+        n_src = len(sources)
         sxx = np.bincount(src, weights=x * x, minlength=n_src)
         sxr = np.bincount(src, weights=x * r, minlength=n_src)
         self.slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 1.0)

@@ -237,7 +237,7 @@ def _grouping(codes: np.ndarray, n_groups: int) -> sparse.csr_array:
 def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) -> dict:
     """Ability and item draws (chains pooled, float64), thinned to fit the memory budget.
 
-    With ``arena``, also ``gamma`` and (when sampled) ``sigma``.
+    With ``arena``, also ``gamma``.
     """
     theta = np.asarray(draws_of(idata, "theta"), np.float64)
     keep = min(MAX_DRAWS, max(MIN_DRAWS, MAX_ELEMENTS // max(n_cells, 1)))
@@ -245,7 +245,7 @@ def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) ->
     out = {"theta": theta[rows]}
     names = list(model.item_sites)
     if arena:
-        names += [s for s in ("gamma", "sigma") if s in idata.posterior]
+        names += [s for s in ("gamma",) if s in idata.posterior]
     for name in names:
         out[name] = np.asarray(draws_of(idata, name), np.float64)[rows]
     return out
