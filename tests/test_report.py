@@ -240,6 +240,13 @@ def test_nuts_like_report_has_interval_panels_and_diagnostics(nuts_like):
     assert "max R-hat" in diag and "divergences per chain" in diag
     anomalies = section_text(text, "anomalies")
     assert anomalies.count("<tr") == panels.checks.TOP_ANOMALIES + 1  # header + rows
+    # the model x benchmark audit: the top blocks, and every flagged one, most suspicious first
+    table = result.tables["contamination"]
+    shown = max(panels.checks.TOP_BLOCKS, int((table["q_value"] < 0.05).sum()))
+    audit = section_text(text, "contamination")
+    assert audit.count("<tr") == min(shown, len(table)) + 1
+    assert audit.index(f">{table['model'].iloc[0]}<") < audit.index("</table>")
+    assert "contamination.csv" in audit
     assert_self_contained(text)
 
 

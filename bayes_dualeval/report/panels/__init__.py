@@ -51,6 +51,7 @@ PANELS = (
     Panel("ppc", "Posterior predictive checks", checks.predictive,
           ("ppc_models", "ppc_items", "calibration")),
     Panel("anomalies", "Anomalies", checks.anomalies),
+    Panel("contamination", "Model x benchmark audit", checks.contamination),
     Panel("diagnostics", "Diagnostics", diagnostics.diagnostics,
           ("rhat_ess", "rank_plots", "loss_trace")),
     Panel("run", "Run details", run.run_details),

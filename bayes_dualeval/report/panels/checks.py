@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from bayes_dualeval.checks import FLAG_Q
@@ -169,3 +170,54 @@ def anomalies(doc: Markup, ctx: ReportContext) -> None:
         return "bad" if col == "q" and q[k] < FLAG_Q else ""
 
     doc.table(frame, text=("kind",), names=("model", "item"), cell_class=cell_class)
+
+
+#: Rows of contamination.csv shown in the report (every flagged row is shown as well).
+TOP_BLOCKS = 10
+
+
+def contamination(doc: Markup, ctx: ReportContext) -> None:
+    """The model x benchmark (and model x arena source) audit: contamination.csv's top."""
+    table = ctx.result.tables.get("contamination")
+    if table is None or not len(table):
+        doc.note("No static benchmarks or arena rewards to audit per model.")
+        return
+    flagged = table["q_value"].to_numpy(float) < FLAG_Q
+    top = table[flagged | (np.arange(len(table)) < TOP_BLOCKS)]
+    doc.para(
+        f"Did a model do better on a benchmark (or get more reward from an arena source) "
+        f"than its ability predicts? Each of the {len(table)} model x benchmark blocks is "
+        "predicted with the block left out (the model's ability from its other data only), "
+        "so a leak cannot hide by raising the ability. Static: accuracy; arena: mean "
+        "normalised reward. p is one-sided (better than predicted); q is the "
+        f"Benjamini-Yekutieli adjusted p-value over all blocks. {int(flagged.sum())} "
+        f"block(s) have q < {FLAG_Q:g}"
+        + (
+            ": read them as candidates for contamination, and check the benchmark's provenance."
+            if flagged.any()
+            else "; no model beats its prediction on any benchmark by more than chance."
+        )
+        + " The full table is contamination.csv."
+    )
+    frame = pd.DataFrame(
+        {
+            "model": top["model"],
+            "kind": top["kind"],
+            "benchmark": [
+                f"{s}/{d}" if d else str(s)
+                for s, d in zip(top["source"], top["dataset"], strict=True)
+            ],
+            "n": top["n"].astype(int).astype(str),
+            "observed": [num(x, ".3g") for x in top["observed"]],
+            "expected": [num(x, ".3g") for x in top["expected"]],
+            "excess": [num(x, "+.3f") for x in top["excess"]],
+            "p": [num(x, ".2g") for x in top["p_value"]],
+            "q": [num(x, ".2g") for x in top["q_value"]],
+        }
+    )
+    q = top["q_value"].to_numpy(float)
+
+    def cell_class(k, col):
+        return "bad" if col == "q" and q[k] < FLAG_Q else ""
+
+    doc.table(frame, text=("kind",), names=("model", "benchmark"), cell_class=cell_class)
