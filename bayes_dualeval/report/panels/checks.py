@@ -164,12 +164,7 @@ def anomalies(doc: Markup, ctx: ReportContext) -> None:
             "q": [num(x, ".2g") for x in top["q_value"]],
         }
     )
-    q = top["q_value"].to_numpy(float)
-
-    def cell_class(k, col):
-        return "bad" if col == "q" and q[k] < FLAG_Q else ""
-
-    doc.table(frame, text=("kind",), names=("model", "item"), cell_class=cell_class)
+    doc.table(frame, text=("kind",), names=("model", "item"), cell_class=_flag_q(top))
 
 
 #: Rows of contamination.csv shown in the report (every flagged row is shown as well).
@@ -215,9 +210,14 @@ def contamination(doc: Markup, ctx: ReportContext) -> None:
             "q": [num(x, ".2g") for x in top["q_value"]],
         }
     )
-    q = top["q_value"].to_numpy(float)
+    doc.table(frame, text=("kind",), names=("model", "benchmark"), cell_class=_flag_q(top))
+
+
+def _flag_q(rows: pd.DataFrame):
+    """``cell_class`` for a table of ``rows``: its ``q`` cells red below :data:`FLAG_Q`."""
+    q = rows["q_value"].to_numpy(float)
 
     def cell_class(k, col):
         return "bad" if col == "q" and q[k] < FLAG_Q else ""
 
-    doc.table(frame, text=("kind",), names=("model", "benchmark"), cell_class=cell_class)
+    return cell_class
