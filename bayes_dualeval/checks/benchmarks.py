@@ -106,6 +106,8 @@ def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Data
     if use_arena:
         kinds.append(ArenaCells(dataset, model, draws))
     kinds = [k for k in kinds if len(k)]
+    if not kinds:  # e.g. arena prompts each answered by a single model
+        return pd.DataFrame(columns=COLUMNS)
     table = _left_out(kinds, dataset, model, draws, ci)
     table["q_value"] = stats.false_discovery_control(
         table["p_value"].to_numpy(float), method="by"
@@ -176,25 +178,26 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
     grid = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID) * model.config.theta_scale
     log_prior = -0.5 * (grid / model.config.theta_scale) ** 2
     n_draws = len(draws["theta"])
-    block_model, p_values, rates = [], [], []
+    chunk = max(1, CHUNK_ELEMENTS // GRID)
+    block_model, chunks, p_values, rates = [], [], [], []
     for kind in kinds:
-        owner = np.zeros(len(kind.labels), np.int64)
+        n_blocks = len(kind.labels)
+        owner = np.zeros(n_blocks, np.int64)
         owner[kind.cell_block] = kind.cell_model
         block_model.append(owner)
-        p_values.append(np.zeros(len(kind.labels)))
-        rates.append(np.empty((len(kind.labels), n_draws)))
+        # the chunks of cells and their (block x cell) indicators, built once for all draws
+        rows = [slice(start, start + chunk) for start in range(0, len(kind), chunk)]
+        chunks.append([(r, _grouping(kind.cell_block[r], n_blocks)) for r in rows])
+        p_values.append(np.zeros(n_blocks))
+        rates.append(np.empty((n_blocks, n_draws)))
     for k in range(n_draws):
         # per block and grid point: log likelihood, and mean and variance of the block's
         # total, accumulated over chunks of cells (bounded memory)
         parts, model_ll = [], np.zeros((dataset.n_models, GRID))
-        for kind, owner in zip(kinds, block_model, strict=True):
-            n_blocks = len(kind.labels)
-            block_ll, mu, var = (np.zeros((n_blocks, GRID)) for _ in range(3))
-            chunk = max(1, CHUNK_ELEMENTS // GRID)
-            for start in range(0, len(kind), chunk):
-                rows = slice(start, start + chunk)
+        for kind, owner, pieces in zip(kinds, block_model, chunks, strict=True):
+            block_ll, mu, var = (np.zeros((len(kind.labels), GRID)) for _ in range(3))
+            for rows, to_block in pieces:
                 ll, m, v = kind.terms(k, rows, grid)
-                to_block = _grouping(kind.cell_block[rows], n_blocks)
                 block_ll += to_block @ ll
                 mu += to_block @ m
                 var += to_block @ v
