@@ -130,6 +130,76 @@ def test_nuts_stops_extending_at_its_budget():
     assert draws.info["rounds"] == 1
 
 
+def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
+    """Ctrl-C in an extra round writes the finished rounds' draws, marked not converged."""
+    from bayes_dualeval.inference import nuts
+    from bayes_dualeval.runs.fit import fit
+
+    static, _, _ = simulate(5, 12, 0, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static)
+    real, calls = nuts._one_round, []
+
+    def interrupted_second(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(nuts, "_one_round", interrupted_second)
+    # one chain always fails the check (no R-hat), so a second round is started
+    settings = SamplerSettings(
+        chains=1, warmup=30, draws=15, extend=2, seed=2, target_accept=TOP, progress=False
+    )
+    result = fit(ds, ModelConfig(mode="static"), settings)
+    info, conv = result.diagnostics["sampler_info"], result.diagnostics["convergence"]
+    assert len(calls) == 2 and info["interrupted_round"] == 2 and info["rounds"] == 1
+    assert result.idata.posterior.sizes["draw"] == 15
+    assert conv["converged"] is False
+    assert conv["problems"][0].startswith("interrupted in round 2: the run holds the draws of 1")
+
+
+def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):
+    import os
+    import signal
+
+    from bayes_dualeval.inference import nuts
+
+    inputs, config = _tiny_inputs()
+    real, calls = nuts._one_round, []
+
+    def signalled_second(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the round runs
+        return real(*args)
+
+    monkeypatch.setattr(nuts, "_one_round", signalled_second)
+    before = signal.getsignal(signal.SIGINT)
+    settings = SamplerSettings(
+        chains=1, warmup=30, draws=10, extend=3, seed=2, target_accept=TOP, progress=False
+    )
+    draws = run_nuts(inputs, config, settings, until=lambda d: False)
+    # the round finished and was kept; no third round was started
+    assert len(calls) == 2 and draws.info["rounds"] == 2
+    assert draws.info["interrupted_round"] == 2 and draws.samples["theta"].shape[1] == 20
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_an_interrupt_in_the_first_round_is_not_swallowed(monkeypatch):
+    from bayes_dualeval.inference import nuts
+
+    inputs, config = _tiny_inputs()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nuts, "_one_round", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_nuts(inputs, config, SamplerSettings(chains=1, warmup=10, draws=5, progress=False))
+
+
 def test_draws_converged_reads_raw_draws():
     rng = np.random.default_rng(5)
     samples = {"theta": rng.normal(size=(4, 500, 2))}

@@ -122,6 +122,14 @@ def fit(
     say(ds.summary(), quiet)
     say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
     result = run_fit(ds, config, settings, timings=timings)
+    cut = result.diagnostics["sampler_info"].get("interrupted_round")
+    if cut:
+        click.secho(
+            f"interrupted in round {cut}: writing the draws of the rounds that finished "
+            "(press Ctrl-C again to abandon them)",
+            err=True,
+            fg="yellow",
+        )
     run_dir = output.write(result, run_dir, ci=ci, anomalies=anomalies, report=not no_report)
     _tell(result, run_dir, sampler, ci)
 

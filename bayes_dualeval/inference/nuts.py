@@ -10,6 +10,9 @@ enough for that to pay (:mod:`bayes_dualeval.inference.metric`), not from the id
 
 from __future__ import annotations
 
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import replace
 
 import jax
@@ -110,6 +113,13 @@ def run_nuts(
         round (``until`` sees the depth of the draws it judges), ``info["start_metric"]``
         says where warm-up's metric started ("curvature" or "identity").
 
+        Once a round has finished, Ctrl-C keeps what was drawn. A first Ctrl-C during an
+        extra round lets that round finish and stops there; a second one (or a
+        ``KeyboardInterrupt`` from elsewhere) abandons the running round and keeps the
+        rounds before it. The draws kept are returned with ``info["interrupted_round"]``,
+        the round during which the interrupt came; they did not pass ``until``, or were
+        not judged. An interrupt during the first round is raised as usual.
+
     Returns
     -------
     Draws
@@ -122,18 +132,32 @@ def run_nuts(
         if worth_it(inputs):
             metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
         mcmc = make_mcmc(inputs, config, current, metric)
-        key, init = jax.random.PRNGKey(settings.seed), None
+        key, init, kept = jax.random.PRNGKey(settings.seed), None, None
         while True:
-            mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
+            try:
+                with _finish_round_on_interrupt(kept is not None) as asked:
+                    parts.append(_one_round(mcmc, key, inputs, config, init))
+            except KeyboardInterrupt:
+                if kept is None:  # nothing finished: nothing to keep
+                    raise
+                draws = kept
+                draws.info["interrupted_round"] = rounds + 1
+                break
             init = None
-            samples = mcmc.get_samples(group_by_chain=True)
-            extra = mcmc.get_extra_fields(group_by_chain=True)
-            jax.block_until_ready((samples, extra))
-            parts.append((to_numpy(samples), to_numpy(extra)))
             rounds += 1
             draws = _joined(parts, mcmc)
-            draws.info.update(max_tree_depth=current.max_tree_depth)
-            if until is None or rounds > settings.extend or until(draws):
+            draws.info.update(
+                max_tree_depth=current.max_tree_depth, target_accept=current.target_accept
+            )
+            kept = draws
+            if asked["stop"]:
+                draws.info["interrupted_round"] = rounds
+                break
+            try:
+                if until is None or rounds > settings.extend or until(draws):
+                    break
+            except KeyboardInterrupt:  # the round had finished: keep it
+                draws.info["interrupted_round"] = rounds + 1
                 break
             diverged = draws.stats["diverging"].any()
             higher = [t for t in DIVERGENCE_TARGET_ACCEPTS if t > current.target_accept]
@@ -161,10 +185,46 @@ def run_nuts(
     draws.timings = timings
     draws.info.update(
         rounds=rounds,
-        target_accept=current.target_accept,
         start_metric="identity" if metric is None else "curvature",
     )
     return draws
+
+
+@contextmanager
+def _finish_round_on_interrupt(active: bool):
+    """While ``active``, a first Ctrl-C asks for a stop once the running round has finished.
+
+    Yields a dict whose ``"stop"`` turns True on that first interrupt; the handler then
+    gives SIGINT back to its previous handler, so a second Ctrl-C raises
+    ``KeyboardInterrupt`` as usual. Chains run in parallel on a CPU cannot be interrupted
+    mid-round anyway (Python sees the signal only when the round returns), so finishing the
+    round loses nothing there. Only the main thread can install a handler; elsewhere this
+    does nothing.
+    """
+    asked = {"stop": False}
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield asked
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        asked["stop"] = True
+        signal.signal(signal.SIGINT, previous)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield asked
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _one_round(mcmc: MCMC, key, inputs: ModelInputs, config: ModelConfig, init) -> tuple:
+    """Run one round of ``mcmc`` and return its ``(samples, extra_fields)`` as NumPy arrays."""
+    mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
+    samples = mcmc.get_samples(group_by_chain=True)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    jax.block_until_ready((samples, extra))
+    return to_numpy(samples), to_numpy(extra)
 
 
 def adapted_metric(state, chains: int) -> dict:

@@ -179,6 +179,8 @@ def fit(
     # the cap of the final round: a restart after divergences deepens it
     depth = draws.info.get("max_tree_depth", settings.max_tree_depth)
     conv = convergence(idata, settings.sampler, depth, table=parameters)
+    if "interrupted_round" in draws.info:
+        _interrupted(conv, draws.info)
     info = {k: v for k, v in draws.info.items() if k != "losses"}
     diagnostics = {
         "max_rhat": conv["max_rhat"],
@@ -200,6 +202,24 @@ def fit(
     if "losses" in draws.info:
         diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
     return FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
+
+
+def _interrupted(conv: dict, info: dict) -> None:
+    """Say in ``conv`` that the user stopped the sampler after ``info["rounds"]`` rounds.
+
+    The draws kept are judged like any others: if they pass the check, the interrupt is
+    a note; if not, it heads the problems, since more rounds might have fixed them.
+    """
+    finished = f"the run holds the draws of {info['rounds']} finished round(s)"
+    if conv["converged"]:
+        conv["notes"].append(f"interrupted in round {info['interrupted_round']}: {finished}")
+    else:
+        conv["problems"].insert(
+            0,
+            f"interrupted in round {info['interrupted_round']}: {finished}; more rounds "
+            "might have converged",
+        )
+        conv["converged"] = False
 
 
 def _thin(values: np.ndarray, n: int) -> list:
