@@ -156,6 +156,7 @@ def worker(tasks, settings_dict, queue):
                 metrics(samples, result.dataset, truth),
                 div,
                 time.perf_counter() - start,
+                bool(result.converged),
             )
         )
     queue.put(None)
@@ -238,18 +239,22 @@ def main(argv=None) -> int:
     for p in procs:
         p.start()
     results, divergences, done, start = defaultdict(list), defaultdict(int), 0, time.time()
+    converged = defaultdict(int)
     finished = 0
     while finished < len(procs):
         item = queue.get()
         if item is None:
             finished += 1
             continue
-        scenario, rep, result, div, seconds = item
+        scenario, rep, result, div, seconds, ok = item
         results[scenario].append(result)
         divergences[scenario] += div
+        converged[scenario] += ok
         done += 1
+        verdict = "converged" if ok else "NOT converged"
         print(
-            f"[{done}/{len(tasks)}] {scenario} rep {rep}: {seconds:.1f}s, {div} divergences",
+            f"[{done}/{len(tasks)}] {scenario} rep {rep}: {seconds:.1f}s, {div} divergences, "
+            f"{verdict}",
             file=sys.stderr,
             flush=True,
         )
@@ -279,12 +284,14 @@ def main(argv=None) -> int:
             f"| {c90['coverage']:.3f} ± {c90['mcse']:.3f} | {c90['n']} |"
         )
     print("\ndivergent transitions per scenario:", dict(divergences))
+    print("fits that passed the convergence check, per scenario:", dict(converged))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(
                 {
                     "rows": rows,
                     "divergences": divergences,
+                    "converged": converged,
                     "sizes": SIZES,
                     "settings": settings,
                     "reps": args.reps,

@@ -145,6 +145,31 @@ def test_fitted_null_p_values_are_uniform_or_conservative(reward_run):
     assert (static_p <= 0.2).mean() < 0.1  # one-sided and discrete: conservative
 
 
+def test_arena_p_values_hold_per_source_when_reward_models_differ_in_noise():
+    """Two arena sources, one with extra reward noise (N(0, 2) added before normalising).
+
+    The pairs dispersion is estimated per source, so the clean cells of each source are
+    about uniform. Pooled over sources (the old estimate), the noisy source had 9.6% and
+    the quiet one 1.2% of cells with ``p_value <= 0.05`` (1,200 cells each). Tolerance:
+    0.05 plus or minus 3 binomial sd per source (cells of a prompt are negatively
+    dependent, which narrows the spread); measured 0.041 and 0.044 on seed 1.
+    """
+    static, arena, _ = simulate(n_models=20, n_static=100, n_arena=120, reward_noise=0.5, seed=1)
+    noisy = arena["item_id"].isin(arena["item_id"].unique()[::2]).to_numpy()
+    arena["source"] = np.where(noisy, "noisy", "quiet")
+    rng = np.random.default_rng(1)
+    arena.loc[noisy, "reward"] += 2.0 * rng.standard_normal(noisy.sum())
+    result = fit(_quiet_frames(static, arena), load_spec("dualeval-2pl"), MAP)
+    cells = anomalies(result.idata, result.dataset)
+    cells = cells[cells["kind"] == "arena"]
+    index = pd.Index(result.dataset.items).get_indexer(cells["item"])
+    source = result.dataset.item_source[index]
+    for name in ("noisy", "quiet"):
+        p = cells.loc[source == name, "p_value"].to_numpy()
+        tol = 3 * np.sqrt(0.05 * 0.95 / len(p))
+        assert abs((p <= 0.05).mean() - 0.05) <= tol, (name, (p <= 0.05).mean())
+
+
 def test_arena_plants_are_found(reward_run):
     """DualEval's protocol: +2.0 on the z-score of 3% of the lowest-third cells.
 
