@@ -42,7 +42,9 @@ def _posterior(result, name):
 def joint_fit():
     # rewards that carry the prompt's level: the default specification's assumption
     ds, truth = _dataset(10, 120, 60, seed=42, missing=0.1, prompt_offset_sd=0.0, reward_noise=0.5)
-    settings = SamplerSettings(chains=2, warmup=400, draws=400, seed=1)
+    # one round of 600 draws: what the tests check needs no extra rounds (which the
+    # fixture's hyperparameters would trigger, tripling its cost)
+    settings = SamplerSettings(chains=2, warmup=400, draws=600, seed=1, extend=0)
     return ds, truth, fit(ds, settings=settings)
 
 
@@ -145,7 +147,9 @@ def test_independent_prior_matches_marginal_maximum_likelihood():
     rng = np.random.default_rng(2024)
     y, ds = calibration_data(rng)
     result = fit(
-        ds, load_spec("calibration-2pl"), SamplerSettings(chains=2, warmup=500, draws=500, seed=4)
+        ds,
+        load_spec("calibration-2pl"),
+        SamplerSettings(chains=2, warmup=500, draws=500, seed=4, extend=0),  # one round
     )
     a_post = _posterior(result, "a").mean(0)
     b_post = _posterior(result, "b").mean(0)
