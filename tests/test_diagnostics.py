@@ -80,6 +80,28 @@ def test_treedepth_share_counts_draws_at_the_cap_and_is_a_note():
     assert convergence(idata, "nuts", max_tree_depth=7)["treedepth_hit_share"] == 0.0
 
 
+def test_divergences_are_located_and_the_advice_follows_the_target_acceptance():
+    from bayes_dualeval.posterior.diagnostics import divergence_site
+
+    rng = np.random.default_rng(8)
+    idata = _idata(rng)
+    assert divergence_site(idata) is None  # no divergent draws
+    div = np.zeros((4, 1000), bool)
+    div[:, :5] = True
+    # the divergent draws sit 3 sd out on one element of a vector site
+    idata.posterior["log_a_raw"].values[:, :5, 3] = 3.0
+    idata.sample_stats["diverging"].values[:] = div
+    site = divergence_site(idata)
+    assert site["parameter"] == "log_a_raw[3]" and 2.5 < site["sd"] < 3.5
+    low = convergence(idata, "nuts", target_accept=0.8)
+    assert low["divergent_site"] == site
+    (problem,) = [p for p in low["problems"] if "divergent" in p]
+    assert "log_a_raw[3]" in problem and "raise --target-accept to 0.99" in problem
+    top = convergence(idata, "nuts", target_accept=0.99)
+    (problem,) = [p for p in top["problems"] if "divergent" in p]
+    assert "at target acceptance 0.99" in problem and "raise --target-accept" not in problem
+
+
 def test_point_estimates_have_no_convergence_verdict():
     idata = _idata(np.random.default_rng(4), chains=1, draws=1)
     conv = convergence(idata, "map")

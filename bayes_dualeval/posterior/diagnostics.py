@@ -89,8 +89,53 @@ def energy_stats(idata, max_tree_depth: int | None) -> dict:
     return out
 
 
+def divergence_site(idata) -> dict | None:
+    """The parameter on which the divergent draws lie furthest from the posterior mean.
+
+    For every scalar of the posterior, the mean of the draws flagged divergent minus the
+    mean of all draws, in posterior standard deviations; the largest in absolute value
+    says where the sampler met the curvature it could not follow (a heavy tail of that
+    parameter, typically). A hint for the reader, not a test: with few divergences it is
+    noisy.
+
+    Returns
+    -------
+    dict or None
+        ``parameter`` (``name[label]`` as in :func:`per_parameter`) and ``sd`` (signed
+        shift), or None without divergent draws.
+    """
+    if "sample_stats" not in idata.groups() or "diverging" not in idata.sample_stats:
+        return None
+    div = np.asarray(idata.sample_stats["diverging"].values, dtype=bool).ravel()
+    if not div.any():
+        return None
+    best, where = 0.0, None
+    for name, da in idata.posterior.data_vars.items():
+        values = np.asarray(da.values, dtype=np.float64)
+        flat = values.reshape(len(div), -1)
+        sd = flat.std(axis=0)
+        shift = np.where(
+            sd > 0, (flat[div].mean(axis=0) - flat.mean(axis=0)) / np.where(sd > 0, sd, 1.0), 0.0
+        )
+        j = int(np.argmax(np.abs(shift)))
+        if abs(shift[j]) > abs(best):
+            best = float(shift[j])
+            if values.ndim == 2:
+                where = name
+            else:
+                idx = np.unravel_index(j, values.shape[2:])
+                labels = [str(da[dim].values[i]) for dim, i in zip(da.dims[2:], idx, strict=True)]
+                where = f"{name}[{','.join(labels)}]"
+    return None if where is None else {"parameter": where, "sd": round(best, 2)}
+
+
 def convergence(
-    idata, sampler: str, max_tree_depth: int | None = None, *, table: pd.DataFrame | None = None
+    idata,
+    sampler: str,
+    max_tree_depth: int | None = None,
+    *,
+    table: pd.DataFrame | None = None,
+    target_accept: float | None = None,
 ) -> dict:
     """Summarise convergence of a run over every posterior variable.
 
@@ -103,6 +148,8 @@ def convergence(
     table : pandas.DataFrame, optional
         :func:`per_parameter` of ``idata`` when the caller has it already (it is the
         expensive part).
+    target_accept : float, optional
+        The target acceptance the draws were made at, for the advice on divergences.
 
     Returns
     -------
@@ -112,7 +159,8 @@ def convergence(
         ``worst`` (the parameters that fail, worst first), ``converged`` (bool, or None
         when the sampler gives no such diagnostics), ``problems`` (sentences saying what
         failed and what to try) and ``notes`` (efficiency remarks that do not make the
-        draws wrong, such as trajectories cut at the depth cap).
+        draws wrong, such as trajectories cut at the depth cap), and ``divergent_site``
+        (:func:`divergence_site`, None without divergences).
     """
     out = {
         "max_rhat": None,
@@ -127,6 +175,7 @@ def convergence(
         "converged": None,
         "problems": [],
         "notes": [],
+        "divergent_site": None,
     }
     post = idata.posterior
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
@@ -155,7 +204,9 @@ def convergence(
         }
         for k in worst
     ]
-    out["problems"] = _problems(out, n_chain, bad_rhat, bad_ess, divergences)
+    if divergences:
+        out["divergent_site"] = divergence_site(idata)
+    out["problems"] = _problems(out, n_chain, bad_rhat, bad_ess, divergences, target_accept)
     out["converged"] = not out["problems"]
     share = out["treedepth_hit_share"]
     if share is not None and share > TREEDEPTH_SHARE_MAX:
@@ -185,7 +236,9 @@ def _round(value, digits: int):
     return round(float(value), digits) if np.isfinite(value) else None
 
 
-def _problems(out: dict, n_chain: int, bad_rhat, bad_ess, divergences: int) -> list[str]:
+def _problems(
+    out: dict, n_chain: int, bad_rhat, bad_ess, divergences: int, target_accept=None
+) -> list[str]:
     problems = []
     if n_chain < 2:
         problems.append("only one chain: R-hat cannot be computed; run --chains 4")
@@ -201,10 +254,24 @@ def _problems(out: dict, n_chain: int, bad_rhat, bad_ess, divergences: int) -> l
             f"{bad_ess.index[0]} at {bad_ess.iloc[0]:.0f}): draw more (--draws 2000)"
         )
     if divergences:
+        at = "" if target_accept is None else f" at target acceptance {target_accept:g}"
+        site = out.get("divergent_site")
+        where = (
+            f"; the divergent draws lie furthest out on {site['parameter']} "
+            f"({site['sd']:+.1f} posterior sd)"
+            if site
+            else ""
+        )
+        if target_accept is None or target_accept < 0.99:
+            advice = "raise --target-accept to 0.99"
+        else:
+            advice = (
+                "steps this small did not remove them, so the tail is in the posterior "
+                "itself; consider --item-prior independent or a simpler --irt 1pl"
+            )
         problems.append(
-            f"{divergences} divergent transition(s): the sampler met curvature it could not "
-            "follow; raise --target-accept to 0.95, and consider --item-prior or a simpler "
-            "--irt 1pl"
+            f"{divergences} divergent transition(s){at}: the sampler met curvature it could "
+            f"not follow{where}; {advice}"
         )
     if out["ebfmi_min"] is not None and out["ebfmi_min"] < EBFMI_MIN:
         problems.append(

@@ -178,7 +178,13 @@ def fit(
     parameters = per_parameter(idata) if settings.sampler == "nuts" else None
     # the cap of the final round: a restart after divergences deepens it
     depth = draws.info.get("max_tree_depth", settings.max_tree_depth)
-    conv = convergence(idata, settings.sampler, depth, table=parameters)
+    conv = convergence(
+        idata,
+        settings.sampler,
+        depth,
+        table=parameters,
+        target_accept=draws.info.get("target_accept", settings.target_accept),
+    )
     if "interrupted_round" in draws.info:
         _interrupted(conv, draws.info)
     info = {k: v for k, v in draws.info.items() if k != "losses"}

@@ -90,6 +90,7 @@ def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
         "min tail ESS": f"{num(conv.get('min_ess_tail'), '.0f')} (minimum {ESS_MIN})",
         "parameters checked": str(conv.get("n_parameters")),
         "divergent transitions": str(conv.get("divergences")),
+        **_divergent_site(conv),
         "lowest E-BFMI": f"{num(conv.get('ebfmi_min'), '.2f')} (minimum {EBFMI_MIN})",
         "share at max tree depth": pct(conv.get("treedepth_hit_share")),
         "chains x draws": f"{ctx.n_chain} x {ctx.n_draw} (warm-up {settings.warmup})",
@@ -113,6 +114,14 @@ def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
             num(x, ".3g") for x in np.asarray(stats["step_size"].values)[:, -1]
         )
     return facts
+
+
+def _divergent_site(conv: dict) -> dict:
+    """The fact naming where the divergent draws lie, when there are any."""
+    site = conv.get("divergent_site")
+    if not site:
+        return {}
+    return {"divergent draws furthest out on": f"{site['parameter']} ({site['sd']:+.1f} sd)"}
 
 
 def _worst_abilities(ctx: ReportContext, per: pd.DataFrame) -> dict:
