@@ -31,6 +31,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue as queue_module
 import sys
 import time
 import warnings
@@ -241,8 +242,19 @@ def main(argv=None) -> int:
     results, divergences, done, start = defaultdict(list), defaultdict(int), 0, time.time()
     converged = defaultdict(int)
     finished = 0
+    crashed = set()
     while finished < len(procs):
-        item = queue.get()
+        try:
+            item = queue.get(timeout=10)
+        except queue_module.Empty:
+            # a worker killed inside XLA sends no end marker: count it, say so, go on
+            for k, p in enumerate(procs):
+                if k not in crashed and p.exitcode not in (None, 0):
+                    crashed.add(k)
+                    finished += 1
+                    print(f"worker {k} died (exit {p.exitcode}); its remaining fits are lost",
+                          file=sys.stderr, flush=True)  # fmt: skip
+            continue
         if item is None:
             finished += 1
             continue

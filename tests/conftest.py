@@ -85,40 +85,19 @@ def rows():
     return _Rows
 
 
-#: Share of the kernel's memory-map limit (``vm.max_map_count``) above which the compiled
-#: programs are released after a test module. One module (the recovery studies) maps
-#: about 30,000 regions on its own, so a quarter of the usual 65,530 leaves room for it.
-MAP_SHARE = 0.25
-
-
-def _maps() -> tuple[int, int] | None:
-    """Memory maps this process holds and the kernel's limit (None off Linux)."""
-    try:
-        with open("/proc/self/maps", "rb") as fh:
-            used = sum(1 for _ in fh)
-        with open("/proc/sys/vm/max_map_count") as fh:
-            limit = int(fh.read())
-    except (OSError, ValueError):
-        return None
-    return used, limit
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
     """Drop JAX's compiled programs after a test module when they fill the memory maps.
 
-    One pytest process compiles thousands of programs (NumPyro's eager initialisation
-    alone compiles hundreds per model), and XLA keeps every one mapped in memory. Late in
-    the suite, compiling one more crashed the interpreter inside XLA (a segmentation fault
-    and an abort, three runs in a row at the same test, with and without the persistent
-    cache): the process had run out of memory maps. Releasing the programs once the
-    process holds more than :data:`MAP_SHARE` of the limit keeps it well below; releasing
-    after every module also works but recompiles what later modules share. Where the
-    count cannot be read (not Linux), they are released after every module.
+    One pytest process compiles thousands of programs, and XLA keeps every one mapped in
+    memory. Late in the suite, compiling one more crashed the interpreter inside XLA (a
+    segmentation fault and an abort, three runs in a row at the same test): the process
+    had run out of memory maps. ``fit`` releases them itself when crowded
+    (:mod:`bayes_dualeval.inference.compiled`); tests that compile without ``fit`` are
+    covered here, after each module. Where the count cannot be read (not Linux), they are
+    released after every module.
     """
     yield
-    maps = _maps()
-    if maps is None or maps[0] > MAP_SHARE * maps[1]:
-        import jax
+    from bayes_dualeval.inference.compiled import release_if_crowded
 
-        jax.clear_caches()
+    release_if_crowded(unknown=True)

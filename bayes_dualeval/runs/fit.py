@@ -22,6 +22,7 @@ from bayes_dualeval import __version__
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.errors import InputError
+from bayes_dualeval.inference.compiled import release_if_crowded
 from bayes_dualeval.inference.sampling import check_supported, sample
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
@@ -148,6 +149,8 @@ def fit(
     config = config or load_spec("dualeval-2pl")
     settings = settings or SamplerSettings()
     check_supported(config, settings)
+    # a process that fits many models in turn would otherwise run out of memory maps
+    release_if_crowded()
     timings = dict(timings or {})
     use_static, use_arena = select_kinds(dataset, config)
     if not use_arena:
