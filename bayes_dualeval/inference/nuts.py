@@ -132,15 +132,14 @@ def run_nuts(
         if worth_it(inputs):
             metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
         mcmc = make_mcmc(inputs, config, current, metric)
-        key, init, kept = jax.random.PRNGKey(settings.seed), None, None
+        key, init, draws = jax.random.PRNGKey(settings.seed), None, None
         while True:
             try:
-                with _finish_round_on_interrupt(kept is not None) as asked:
+                with _finish_round_on_interrupt(rounds > 0) as asked:
                     parts.append(_one_round(mcmc, key, inputs, config, init))
             except KeyboardInterrupt:
-                if kept is None:  # nothing finished: nothing to keep
+                if not rounds:  # nothing finished: nothing to keep
                     raise
-                draws = kept
                 draws.info["interrupted_round"] = rounds + 1
                 break
             init = None
@@ -149,7 +148,6 @@ def run_nuts(
             draws.info.update(
                 max_tree_depth=current.max_tree_depth, target_accept=current.target_accept
             )
-            kept = draws
             if asked["stop"]:
                 draws.info["interrupted_round"] = rounds
                 break

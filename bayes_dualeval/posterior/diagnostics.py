@@ -106,27 +106,17 @@ def divergence_site(idata) -> dict | None:
     """
     if "sample_stats" not in idata.groups() or "diverging" not in idata.sample_stats:
         return None
-    div = np.asarray(idata.sample_stats["diverging"].values, dtype=bool).ravel()
-    if not div.any():
+    div = idata.sample_stats["diverging"].astype(bool)
+    if not bool(div.any()):
         return None
-    best, where = 0.0, None
-    for name, da in idata.posterior.data_vars.items():
-        values = np.asarray(da.values, dtype=np.float64)
-        flat = values.reshape(len(div), -1)
-        sd = flat.std(axis=0)
-        shift = np.where(
-            sd > 0, (flat[div].mean(axis=0) - flat.mean(axis=0)) / np.where(sd > 0, sd, 1.0), 0.0
-        )
-        j = int(np.argmax(np.abs(shift)))
-        if abs(shift[j]) > abs(best):
-            best = float(shift[j])
-            if values.ndim == 2:
-                where = name
-            else:
-                idx = np.unravel_index(j, values.shape[2:])
-                labels = [str(da[dim].values[i]) for dim, i in zip(da.dims[2:], idx, strict=True)]
-                where = f"{name}[{','.join(labels)}]"
-    return None if where is None else {"parameter": where, "sd": round(best, 2)}
+    post, dims = idata.posterior, ("chain", "draw")
+    sd = post.std(dims)
+    shift = _flatten((post.where(div).mean(dims) - post.mean(dims)) / sd.where(sd > 0))
+    shift = {k: v for k, v in shift.items() if np.isfinite(v)}
+    if not shift:
+        return None
+    name = max(shift, key=lambda k: abs(shift[k]))
+    return {"parameter": name, "sd": round(shift[name], 2)}
 
 
 def convergence(
