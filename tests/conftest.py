@@ -1,17 +1,35 @@
 """Shared fixtures: small input files written under a temporary directory."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The command line turns on JAX's persistent compilation cache (inference/device.py);
-# tests compile afresh and leave the user's cache alone.
-os.environ.setdefault("BAYES_DUALEVAL_CACHE", "off")
+# Chains run in parallel over host devices, as the command line runs them
+# (inference/device.py): vectorised chains compile and run several times slower.
+import numpyro  # noqa: E402
+
+numpyro.set_host_device_count(4)
+# The command line keeps compiled programs in JAX's persistent compilation cache
+# (inference/device.py). Tests leave the user's cache alone: they share one of their own,
+# made for this session and removed after it, so that fits of the same shapes (the same
+# model compiled again by another test, or the second run of a determinism check) skip
+# XLA's compilation.
+_CACHE = tempfile.mkdtemp(prefix="bayes-dualeval-tests-jax-")
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+os.environ.setdefault("BAYES_DUALEVAL_CACHE", _CACHE)
 
 import csv  # noqa: E402
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import jax  # noqa: E402
 import pytest  # noqa: E402
+
+jax.config.update("jax_compilation_cache_dir", os.environ["BAYES_DUALEVAL_CACHE"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 class DataDir:
