@@ -23,6 +23,7 @@ Usage::
 
     python scripts/coverage_study.py --reps 50 --workers 2
     python scripts/coverage_study.py --reps 8 --scenarios joint:pairs   # a quick look
+    python scripts/coverage_study.py --first-rep 20 --reps 30 ...       # seeds 20-49
 """
 
 from __future__ import annotations
@@ -226,6 +227,10 @@ def summarise(results: dict) -> list[dict]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument(
+        "--first-rep", type=int, default=0,
+        help="seed of the first repetition (split a long study: --first-rep 20 --reps 30)",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--draws", type=int, default=500)
@@ -234,7 +239,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     scenarios = args.scenarios.split(",")
-    tasks = [(s, r) for s in scenarios for r in range(args.reps)]
+    reps = range(args.first_rep, args.first_rep + args.reps)
+    tasks = [(s, r) for s in scenarios for r in reps]
     settings = {"chains": args.chains, "warmup": args.warmup, "draws": args.draws}
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -312,6 +318,7 @@ def main(argv=None) -> int:
                     "sizes": SIZES,
                     "settings": settings,
                     "reps": args.reps,
+                    "first_rep": args.first_rep,
                 },
                 fh,
                 indent=1,
