@@ -9,14 +9,22 @@ import pytest
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.inference.nuts import DIVERGENCE_TARGET_ACCEPTS, run_nuts
+from bayes_dualeval.inference import nuts
+from bayes_dualeval.inference.nuts import (
+    DIVERGENCE_TARGET_ACCEPTS,
+    continuation_draws,
+    run_nuts,
+)
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.posterior.diagnostics import (
     EBFMI_MIN,
+    Verdict,
     convergence,
     draws_converged,
+    draws_needed,
+    draws_verdict,
     energy_stats,
     per_parameter,
 )
@@ -229,6 +237,63 @@ def test_draws_converged_reads_raw_draws():
     assert draws_converged(samples, stats)
     samples["theta"][1] += 3.0
     assert not draws_converged(samples, stats)
+
+
+def test_draws_needed_scales_the_draws_to_land_inside_both_limits():
+    # R-hat 1.012 after 1,000 draws: 1 + 0.012 / f = 1.008 at f = 1.5, so 500 more
+    assert draws_needed(1000, 1.012, 2000.0) == 500
+    # ESS 300 < 400: f = 400 / (0.8 * 300) = 5 / 3, so 667 more (rounded up)
+    assert draws_needed(1000, 1.005, 300.0) == 667
+    # both fail: the larger need wins
+    assert draws_needed(1000, 1.012, 300.0) == 667
+    # chains that disagree this much, or no R-hat at all: no estimate
+    assert draws_needed(1000, 1.2, 2000.0) is None
+    assert draws_needed(1000, None, 2000.0) is None
+
+
+def test_draws_verdict_says_what_a_near_miss_needs():
+    rng = np.random.default_rng(8)
+    stats = {"diverging": np.zeros((4, 1000), bool), "energy": rng.normal(size=(4, 1000))}
+    ok = draws_verdict({"theta": rng.normal(size=(4, 1000, 2))}, stats)
+    assert ok and ok.more is None
+    # independent draws, too few of them: ESS about 4 x 80 = 320 < 400
+    short = {"diverging": np.zeros((4, 80), bool), "energy": rng.normal(size=(4, 80))}
+    near = draws_verdict({"theta": rng.normal(size=(4, 80, 2))}, short)
+    assert not near and 20 <= near.more <= 120, near
+    # a chain elsewhere: not a matter of a few more draws
+    far = {"theta": rng.normal(size=(4, 1000, 2))}
+    far["theta"][1] += 3.0
+    assert draws_verdict(far, stats) == Verdict(False, None)
+    # divergent draws go to the restart ladder, never to a short continuation
+    diverged = dict(stats, diverging=stats["diverging"].copy())
+    diverged["diverging"][0, 3] = True
+    assert draws_verdict({"theta": rng.normal(size=(4, 1000, 2))}, diverged).more is None
+
+
+def test_continuation_draws_rounds_and_bounds_the_estimate():
+    assert continuation_draws(False, 1000) == 1000  # no estimate: a full round
+    assert continuation_draws(Verdict(False, None), 1000) == 1000
+    assert continuation_draws(Verdict(False, 301), 1000) == 350  # multiples of 50
+    assert continuation_draws(Verdict(False, 10), 1000) == 250  # at least a quarter
+    assert continuation_draws(Verdict(False, 5000), 1000) == 1000  # at most a full round
+
+
+def test_a_near_miss_continues_for_the_draws_it_needs(monkeypatch):
+    inputs, config = _tiny_inputs()
+    monkeypatch.setattr(nuts, "CONTINUE_STEP", 1)
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=TOP)
+    calls = []
+
+    def until(draws):
+        calls.append(draws.samples["theta"].shape[1])
+        return Verdict(len(calls) >= 2, None if len(calls) >= 2 else 7)
+
+    draws = run_nuts(inputs, config, settings, until=until)
+    assert calls == [20, 27]  # 7 more draws, not another 20
+    assert draws.info["rounds"] == 2
+    assert draws.samples["theta"].shape[:2] == (1, 27)
+    assert draws.stats["diverging"].shape == (1, 27)
+    assert np.isfinite(draws.samples["theta"]).all()
 
 
 def test_divergences_restart_with_a_smaller_step_instead_of_drawing_more():

@@ -43,6 +43,11 @@ DIVERGENCE_MAX_DEPTH = 10
 #: tuned again, to the higher target acceptance (NumPyro's schedule for 200 iterations
 #: ends in Stan's 50-iteration final buffer of step-size adaptation).
 RETUNE_WARMUP = 200
+#: A round that continues the chains after a near miss draws what the check estimates it
+#: needs, in multiples of this many draws per chain ...
+CONTINUE_STEP = 50
+#: ... and at least this share of a full round.
+CONTINUE_MIN_SHARE = 0.25
 _NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
 
 
@@ -96,11 +101,14 @@ def run_nuts(
     settings : SamplerSettings
         ``extend`` bounds the extra rounds.
     until : callable, optional
-        ``until(draws) -> bool``: True when the draws so far are good enough (e.g. they
-        pass the convergence check). While it is False, up to ``settings.extend`` more
-        rounds are run. Without divergences, a round continues the chains from where they
-        stopped (same step size and mass matrix) and appends ``settings.draws`` draws per
-        chain: slow mixing needs more draws. With divergences, more draws of the same
+        ``until(draws)``: true when the draws so far are good enough (e.g. they pass
+        the convergence check; :func:`bayes_dualeval.posterior.diagnostics.draws_verdict`).
+        While it is false, up to ``settings.extend`` more rounds are run. Without
+        divergences, a round continues the chains from where they stopped (same step size
+        and mass matrix) and appends ``settings.draws`` draws per chain, or, when the
+        answer carries ``more`` (a near miss: the further draws the check estimates it
+        needs), that many (:func:`continuation_draws`): slow mixing needs more draws, a
+        near miss only a few. With divergences, more draws of the same
         kernel would only add more, so the round tunes a smaller step size for the next
         target acceptance of :data:`DIVERGENCE_TARGET_ACCEPTS` above the current one (past
         the last, the chains continue), with a trajectory cap
@@ -151,8 +159,11 @@ def run_nuts(
             if asked["stop"]:
                 draws.info["interrupted_round"] = rounds
                 break
+            if until is None or rounds > settings.extend:
+                break
             try:
-                if until is None or rounds > settings.extend or until(draws):
+                verdict = until(draws)
+                if verdict:
                     break
             except KeyboardInterrupt:  # the round had finished: keep it
                 draws.info["interrupted_round"] = rounds + 1
@@ -178,7 +189,7 @@ def run_nuts(
                 init, parts = state.z, []
                 key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
                 continue
-            mcmc.post_warmup_state = mcmc.last_state
+            mcmc = _continued(mcmc, continuation_draws(verdict, settings.draws))
             key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
     draws.info.update(
@@ -186,6 +197,43 @@ def run_nuts(
         start_metric="identity" if metric is None else "curvature",
     )
     return draws
+
+
+def continuation_draws(verdict, draws: int) -> int:
+    """Draws per chain of a round that continues the chains.
+
+    ``verdict`` is what ``until`` returned; when it carries ``more`` (the draws the check
+    estimates a near miss needs, :class:`bayes_dualeval.posterior.diagnostics.Verdict`),
+    the round draws that many, rounded up to :data:`CONTINUE_STEP` and kept between
+    :data:`CONTINUE_MIN_SHARE` of ``draws`` and ``draws``; otherwise ``draws``.
+    """
+    more = getattr(verdict, "more", None)
+    if more is None:
+        return draws
+    more = int(np.ceil(more / CONTINUE_STEP) * CONTINUE_STEP)
+    return int(min(draws, max(more, np.ceil(CONTINUE_MIN_SHARE * draws))))
+
+
+def _continued(mcmc: MCMC, draws: int) -> MCMC:
+    """``mcmc``, set to continue its chains from where they stopped for ``draws`` draws.
+
+    Same kernel (step size, mass matrix, the chains' states); a round of another length is
+    a new MCMC driver around it.
+    """
+    if draws != mcmc.num_samples:
+        state = mcmc.last_state
+        mcmc = MCMC(
+            mcmc.sampler,
+            num_warmup=mcmc.num_warmup,
+            num_samples=draws,
+            num_chains=mcmc.num_chains,
+            chain_method=mcmc.chain_method,
+            progress_bar=mcmc.progress_bar,
+        )
+        mcmc.post_warmup_state = state
+    else:
+        mcmc.post_warmup_state = mcmc.last_state
+    return mcmc
 
 
 @contextmanager

@@ -10,6 +10,8 @@ depth cap say whether the sampler could explore at all.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import arviz as az
 import numpy as np
 import pandas as pd
@@ -207,7 +209,62 @@ def convergence(
     return out
 
 
-def draws_converged(samples: dict, stats: dict, max_tree_depth: int | None = None) -> bool:
+@dataclass(frozen=True)
+class Verdict:
+    """Whether draws pass the convergence check, and what a near miss still needs.
+
+    True in a boolean context when they pass. ``more`` is the number of further draws per
+    chain that continuing the chains should need to pass (:func:`draws_needed`), or None
+    when the draws cannot tell (they pass, diverge, or fail for another reason).
+    """
+
+    converged: bool
+    more: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.converged
+
+
+#: Continuing aims this far inside the limits (R-hat - 1 and ESS), so that the estimate's
+#: own noise rarely leaves a third round to run.
+NEED_MARGIN = 0.8
+#: Beyond this R-hat the chains disagree too much for the rule of :func:`draws_needed`.
+RHAT_FAR = 1.05
+
+
+def draws_needed(n_draws: int, max_rhat: float | None, min_ess: float | None) -> int | None:
+    """Further draws per chain after which continued chains should pass R-hat and ESS.
+
+    Both figures improve about in proportion to the draws once the chains have mixed:
+    ESS grows with them, and the excess of R-hat over 1 shrinks as ``1 / n`` (its spread
+    between chains is sampling noise). Continuing ``n`` draws to ``n f`` is estimated to
+    bring the worst R-hat to ``1 + (R - 1) / f`` and the lowest ESS to ``f`` times
+    itself; ``f`` is chosen to land :data:`NEED_MARGIN` inside both limits.
+
+    Parameters
+    ----------
+    n_draws : int
+        Draws per chain so far.
+    max_rhat, min_ess : float or None
+        Worst R-hat and lowest bulk or tail ESS over every site.
+
+    Returns
+    -------
+    int or None
+        None when R-hat is missing or above :data:`RHAT_FAR` (chains that disagree that
+        much are not a matter of more draws of the same length), else at least 1.
+    """
+    if max_rhat is None or min_ess is None or not np.isfinite(max_rhat) or max_rhat > RHAT_FAR:
+        return None
+    factor = max(
+        1.0,
+        (max_rhat - 1.0) / (NEED_MARGIN * (RHAT_MAX - 1.0)),
+        ESS_MIN / (NEED_MARGIN * max(min_ess, 1.0)),
+    )
+    return max(1, int(np.ceil(n_draws * (factor - 1.0))))
+
+
+def draws_verdict(samples: dict, stats: dict, max_tree_depth: int | None = None) -> Verdict:
     """Whether raw draws pass :func:`convergence` (the test behind drawing more).
 
     Parameters
@@ -217,9 +274,27 @@ def draws_converged(samples: dict, stats: dict, max_tree_depth: int | None = Non
     stats : dict of str to numpy.ndarray
         Sampler statistics shaped ``(chain, draw)``, with ``diverging`` and ``energy``.
     max_tree_depth : int, optional
+
+    Returns
+    -------
+    Verdict
+        With ``more`` set when only R-hat or ESS failed (no divergences, E-BFMI fine).
     """
     idata = az.from_dict(posterior=samples, sample_stats=stats)
-    return bool(convergence(idata, "nuts", max_tree_depth)["converged"])
+    conv = convergence(idata, "nuts", max_tree_depth)
+    if conv["converged"]:
+        return Verdict(True)
+    ebfmi = conv["ebfmi_min"]
+    if conv["divergences"] or (ebfmi is not None and ebfmi < EBFMI_MIN):
+        return Verdict(False)
+    ess = [v for v in (conv["min_ess_bulk"], conv["min_ess_tail"]) if v is not None]
+    n_draws = idata.posterior.sizes["draw"]
+    return Verdict(False, draws_needed(n_draws, conv["max_rhat"], min(ess, default=None)))
+
+
+def draws_converged(samples: dict, stats: dict, max_tree_depth: int | None = None) -> bool:
+    """Whether raw draws pass :func:`convergence` (:func:`draws_verdict` as a bool)."""
+    return bool(draws_verdict(samples, stats, max_tree_depth))
 
 
 def _round(value, digits: int):

@@ -163,10 +163,10 @@ def fit(
     timings["distill"] = round(time.perf_counter() - start, 3)
 
     def until(draws):
-        from bayes_dualeval.posterior.diagnostics import draws_converged
+        from bayes_dualeval.posterior.diagnostics import draws_verdict
 
         depth = draws.info.get("max_tree_depth", settings.max_tree_depth)
-        return draws_converged(draws.samples, draws.stats, depth)
+        return draws_verdict(draws.samples, draws.stats, depth)
 
     draws = sample(inputs, config, settings, until=until)
     timings.update(draws.timings)
