@@ -224,6 +224,52 @@ def summarise(results: dict) -> list[dict]:
     return rows
 
 
+def print_table(rows: list[dict]) -> None:
+    """The coverage rows as a Markdown table."""
+    print("| scenario | quantity | 50% | 90% | n (90%) |")
+    print("|---|---|---|---|---|")
+    table = defaultdict(dict)
+    for row in rows:
+        table[(row["scenario"], row["quantity"])][row["level"]] = row
+    for (scenario, quantity), cells in table.items():
+        if quantity in ("pairwise ECE", "b_arena_spearman", "b_arena_spread"):
+            row = next(iter(cells.values()))
+            label = {"pairwise ECE": "pairwise-order ECE"}.get(quantity, quantity)
+            print(
+                f"| {scenario} | {label} (mean over fits) | {row['coverage']:.3f} | | {row['n']} |"
+            )
+            continue
+        c50, c90 = cells.get(0.5), cells.get(0.9)
+        print(
+            f"| {scenario} | {quantity} | {c50['coverage']:.3f} ± {c50['mcse']:.3f} "
+            f"| {c90['coverage']:.3f} ± {c90['mcse']:.3f} | {c90['n']} |"
+        )
+
+
+def combine(paths: list[str]) -> list[dict]:
+    """Pool the rows of several ``--json`` files (e.g. seeds 0-19 and 20-49).
+
+    Coverage, Spearman and spread are averaged weighted by their counts, and the Monte
+    Carlo errors of coverage recomputed from the pooled count; the pairwise-order ECE is
+    the count-weighted mean of the parts' ECEs (the exact pooled ECE needs the pairs).
+    """
+    pooled: dict = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for row in json.load(fh)["rows"]:
+                key = (row["scenario"], row["quantity"], str(row["level"]))
+                total = pooled.setdefault(key, dict(row, coverage=0.0, n=0))
+                total["coverage"] += row["coverage"] * row["n"]
+                total["n"] += row["n"]
+    rows = []
+    for row in pooled.values():
+        p = row["coverage"] / row["n"]
+        level = row["level"]
+        mcse = np.sqrt(p * (1 - p) / row["n"]) if level == level else np.nan
+        rows.append(dict(row, coverage=p, mcse=float(mcse)))
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=50)
@@ -237,7 +283,23 @@ def main(argv=None) -> int:
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--combine", nargs="+", metavar="JSON",
+        help="fit nothing: pool the --json files of earlier runs and print their table",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.combine:
+        print_table(combine(args.combine))
+        totals = {"divergences": defaultdict(int), "converged": defaultdict(int)}
+        for path in args.combine:
+            with open(path, encoding="utf-8") as fh:
+                part = json.load(fh)
+            for name, counts in totals.items():
+                for scenario, value in part.get(name, {}).items():
+                    counts[scenario] += int(value)
+        print("\ndivergent transitions per scenario:", dict(totals["divergences"]))
+        print("fits that passed the convergence check, per scenario:", dict(totals["converged"]))
+        return 0
     scenarios = args.scenarios.split(",")
     reps = range(args.first_rep, args.first_rep + args.reps)
     tasks = [(s, r) for s in scenarios for r in reps]
@@ -288,24 +350,7 @@ def main(argv=None) -> int:
         f"\n{args.reps} datasets per scenario ({SIZES}), NUTS {args.chains}x"
         f"({args.warmup}+{args.draws}); {time.time() - start:.0f}s in all\n"
     )
-    print("| scenario | quantity | 50% | 90% | n (90%) |")
-    print("|---|---|---|---|---|")
-    table = defaultdict(dict)
-    for row in rows:
-        table[(row["scenario"], row["quantity"])][row["level"]] = row
-    for (scenario, quantity), cells in table.items():
-        if quantity in ("pairwise ECE", "b_arena_spearman", "b_arena_spread"):
-            row = next(iter(cells.values()))
-            label = {"pairwise ECE": "pairwise-order ECE"}.get(quantity, quantity)
-            print(
-                f"| {scenario} | {label} (mean over fits) | {row['coverage']:.3f} | | {row['n']} |"
-            )
-            continue
-        c50, c90 = cells.get(0.5), cells.get(0.9)
-        print(
-            f"| {scenario} | {quantity} | {c50['coverage']:.3f} ± {c50['mcse']:.3f} "
-            f"| {c90['coverage']:.3f} ± {c90['mcse']:.3f} | {c90['n']} |"
-        )
+    print_table(rows)
     print("\ndivergent transitions per scenario:", dict(divergences))
     print("fits that passed the convergence check, per scenario:", dict(converged))
     if args.json:
