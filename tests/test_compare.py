@@ -89,11 +89,16 @@ def test_compare_picks_2pl_on_2pl_data(twopl_runs):
     assert (table["n_bad_k"] >= 0).all() and table["warning"].map(type).eq(str).all()
 
 
-def test_compare_picks_1pl_on_1pl_data(tmp_path):
+def test_compare_finds_no_gain_from_2pl_on_1pl_data(tmp_path):
+    """On 1PL data the hierarchical 2PL shrinks its slopes towards one and nests the 1PL,
+    so the two predict alike: the order of the two is noise (elpd differences of 0.01
+    against a dse of 1.6 were seen), and what must hold is that the 2PL gains nothing
+    beyond two standard errors while paying in effective parameters."""
     runs = _fits(tmp_path, {"log_a_sd": 0.0}, ("1pl", "2pl"))
-    table = compare_runs(runs)
-    assert list(table["run"]) == runs  # 1PL first; the 2PL's extra slopes cost elpd
-    assert table.iloc[1]["p_loo"] > table.iloc[0]["p_loo"]
+    table = compare_runs(runs).set_index("run")
+    one, two = table.loc[runs[0]], table.loc[runs[1]]
+    assert two["elpd_loo"] - one["elpd_loo"] < 2 * max(one["dse"], two["dse"])
+    assert two["p_loo"] > one["p_loo"]
 
 
 def test_cli_compare_prints_and_writes_the_csv(twopl_runs, tmp_path):
