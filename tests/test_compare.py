@@ -25,7 +25,8 @@ from bayes_dualeval.posterior import loo
 from bayes_dualeval.runs.compare import compare_runs
 from bayes_dualeval.runs.fit import FitResult, fit, write_run
 
-COLUMNS = ["run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "warning"]
+COLUMNS = ["run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "preferred",
+           "warning"]  # fmt: skip
 NUTS = SamplerSettings(sampler="nuts", chains=1, warmup=300, draws=300, seed=0, progress=False,
                        extend=0)  # fmt: skip
 
@@ -87,18 +88,36 @@ def test_compare_picks_2pl_on_2pl_data(twopl_runs):
     assert table.iloc[0]["elpd_diff"] == 0 and table.iloc[0]["p_loo"] > worse["p_loo"]
     assert table.attrs["n_static"] == 12 * 150 and table.attrs["n_arena"] == 0
     assert (table["n_bad_k"] >= 0).all() and table["warning"].map(type).eq(str).all()
+    assert list(table["preferred"]) == [True, False]  # the gain is beyond noise
 
 
 def test_compare_finds_no_gain_from_2pl_on_1pl_data(tmp_path):
     """On 1PL data the hierarchical 2PL shrinks its slopes towards one and nests the 1PL,
     so the two predict alike: the order of the two is noise (elpd differences of 0.01
-    against a dse of 1.6 were seen), and what must hold is that the 2PL gains nothing
-    beyond two standard errors while paying in effective parameters."""
+    against a dse of 1.6 were seen). What must hold is that the 2PL gains nothing beyond
+    two standard errors while paying in effective parameters, so the 1PL is preferred."""
     runs = _fits(tmp_path, {"log_a_sd": 0.0}, ("1pl", "2pl"))
     table = compare_runs(runs).set_index("run")
     one, two = table.loc[runs[0]], table.loc[runs[1]]
     assert two["elpd_loo"] - one["elpd_loo"] < 2 * max(one["dse"], two["dse"])
     assert two["p_loo"] > one["p_loo"]
+    assert bool(one["preferred"]) and not bool(two["preferred"])
+
+
+@pytest.mark.parametrize(
+    ("diff", "dse", "p_loo", "chosen"),
+    [
+        ([0.0, 3.0, 9.0], [0.0, 1.0, 1.0], [50.0, 40.0, 30.0], "b"),  # 9 > 4 and > 2 dse: out
+        ([0.0, 3.0, 9.0], [0.0, 1.0, 5.0], [50.0, 40.0, 30.0], "c"),  # 9 < 2 x 5: within noise
+        ([0.0, 5.0, 6.0], [0.0, 1.0, 1.0], [50.0, 40.0, 30.0], "a"),  # both clearly worse
+        ([0.0, 1.0], [0.0, 2.0], [30.0, 30.0], "a"),  # equal p_loo: the better rank
+    ],
+)
+def test_preferred_is_the_simplest_run_within_noise_of_the_best(diff, dse, p_loo, chosen):
+    runs = list("abc"[: len(diff)])
+    table = pd.DataFrame({"run": runs, "rank": range(1, len(diff) + 1), "elpd_diff": diff,
+                          "dse": dse, "p_loo": p_loo})  # fmt: skip
+    assert loo.preferred(table) == chosen
 
 
 def test_cli_compare_prints_and_writes_the_csv(twopl_runs, tmp_path):
@@ -106,9 +125,11 @@ def test_cli_compare_prints_and_writes_the_csv(twopl_runs, tmp_path):
     result = CliRunner().invoke(cli, ["compare", *twopl_runs, "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "1,800 static labels" in result.output and "elpd_diff" in result.output
+    assert f"preferred: {twopl_runs[1]} (the fewest" in result.output
     table = pd.read_csv(out, keep_default_na=False)
     assert list(table.columns) == COLUMNS
     assert list(table["rank"]) == [1, 2] and table.loc[0, "run"] == twopl_runs[1]
+    assert list(table["preferred"]) == [True, False]
 
 
 def test_stored_log_likelihood_is_the_data_per_label_and_prompt():

@@ -18,10 +18,20 @@ def _unit_line(table) -> str:
 
 
 def format_table(table) -> str:
-    """The comparison as aligned text, then one line per run with warnings."""
+    """The comparison as aligned text, the preferred run, then one line per warning."""
+    from bayes_dualeval.posterior.loo import CLEAR_DIFF, CLEAR_DSE
+
     shown = table[["rank", "run", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k"]]
     text = shown.to_string(index=False, float_format=lambda x: f"{x:.2f}")
-    lines = [_unit_line(table), "", text]
+    lines = [_unit_line(table), "", text, ""]
+    (choice,) = table.loc[table["preferred"], "run"]
+    if len(table) > 1:
+        lines.append(
+            f"preferred: {choice} (the fewest effective parameters, p_loo, among the runs "
+            f"whose elpd_diff is at most {CLEAR_DIFF:g} or {CLEAR_DSE:g} dse)"
+        )
+    else:
+        lines.append(f"preferred: {choice} (the only run)")
     lines += [f"warning: {r['run']}: {r['warning']}" for _, r in table.iterrows() if r["warning"]]
     return "\n".join(lines)
 
@@ -43,8 +53,10 @@ def compare(runs, out):
     One elpd per run over the same left-out units: one static label, one arena prompt
     with its set of pairs (or its rewards). Rank 1 has the highest elpd_loo; elpd_diff and
     dse are the difference to rank 1 and its standard error; n_bad_k counts units with
-    Pareto k > 0.7. Runs fitted to different data, with a different arena likelihood, or
-    without a pointwise log likelihood are refused.
+    Pareto k > 0.7; preferred marks the run to choose: the smallest p_loo among those
+    whose elpd_diff is within noise (at most 4, or at most 2 dse). Runs fitted to
+    different data, with a different arena likelihood, or without a pointwise log
+    likelihood are refused.
 
     \b
     Example:

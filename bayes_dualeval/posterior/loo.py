@@ -15,6 +15,10 @@ likelihood, pair weights, distillation quantiles and level term); anything else 
 :class:`~bayes_dualeval.errors.InputError`. Likelihood powers other than one (a tempered
 posterior) and both-bad anchoring are allowed, with a warning in the table: PSIS-LOO's
 importance weights assume the untempered posterior.
+
+Ranking and choosing differ: rank 1 has the highest ``elpd_loo``, while the ``preferred``
+run is the simplest (smallest ``p_loo``) of those whose ``elpd_diff`` is within noise of
+rank 1 (:func:`preferred`), so that nested models are not chosen by chance.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ from bayes_dualeval.errors import InputError
 from bayes_dualeval.posterior.idata import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR
 
 #: Columns of :func:`compare` (and of ``bayes-dualeval compare --out``).
-COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "warning")
+COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "preferred",
+           "warning")  # fmt: skip
+#: A run is clearly worse than rank 1 when its ``elpd_diff`` exceeds both this ...
+CLEAR_DIFF = 4.0
+#: ... and this many standard errors of the difference (``dse``).
+CLEAR_DSE = 2.0
 #: Pareto k above which a left-out unit's PSIS estimate is unreliable (``n_bad_k``).
 BAD_K = 0.7
 #: Fewest draws a posterior needs for PSIS-LOO (a point fit has one).
@@ -216,7 +225,8 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
     pandas.DataFrame
         Columns :data:`COLUMNS`, best first: ``rank`` 1 is the highest ``elpd_loo``;
         ``elpd_diff`` and ``dse`` are the difference to the best run and its standard
-        error; ``n_bad_k`` counts units with Pareto k above :data:`BAD_K`; ``warning`` is
+        error; ``n_bad_k`` counts units with Pareto k above :data:`BAD_K`; ``preferred``
+        marks the one run :func:`preferred` picks; ``warning`` is
         empty or the reasons, joined by ``"; "``, to trust a row less. ``attrs`` holds
         ``unit`` (what one left-out value is), ``n_static`` and ``n_arena`` (how many of
         each) and ``weight`` (stacking weights per run).
@@ -268,10 +278,43 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
             "warning": "; ".join(said),
         })  # fmt: skip
     out = pd.DataFrame(rows, columns=list(COLUMNS))
+    out["preferred"] = out["run"] == preferred(out)
     first = next(iter(posteriors))
     kinds = pointwise_sizes(posteriors[first])
     out.attrs.update(unit=units[first], weight=dict(table["weight"].astype(float)), **kinds)
     return out
+
+
+def clearly_worse(elpd_diff, dse):
+    """Whether a difference to rank 1 is beyond noise (elementwise on arrays).
+
+    Beyond noise: above :data:`CLEAR_DIFF` and above :data:`CLEAR_DSE` standard errors.
+    """
+    elpd_diff, dse = np.asarray(elpd_diff, float), np.asarray(dse, float)
+    return (elpd_diff > CLEAR_DIFF) & (elpd_diff > CLEAR_DSE * dse)
+
+
+def preferred(table: pd.DataFrame) -> str:
+    """The run to choose: the simplest of those that predict as well as the best.
+
+    PSIS-LOO's ranking alone picks the richer of two nested models about half of the
+    time when the simpler one generated the data: a hierarchical 2PL whose slopes shrink
+    to one predicts 1PL data as well as the 1PL, and which of the two comes first is
+    noise. So among the runs not :func:`clearly_worse` than rank 1, the one with the
+    fewest effective parameters (smallest ``p_loo``; rank breaks ties) is preferred.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Rows with ``run``, ``rank``, ``elpd_diff``, ``dse`` and ``p_loo``.
+
+    Returns
+    -------
+    str
+        The ``run`` of the preferred row.
+    """
+    close = table[~clearly_worse(table["elpd_diff"], table["dse"])]
+    return str(close.sort_values(["p_loo", "rank"]).iloc[0]["run"])
 
 
 def pointwise_sizes(idata) -> dict:
