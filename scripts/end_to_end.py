@@ -75,7 +75,12 @@ def converged(out: Path) -> str:
     word = "converged" if conv.get("converged") else "NOT converged"
     nan = float("nan")
     rhat, bulk, tail = (conv.get(k, nan) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail"))
-    return f"{word}: R-hat {rhat:.4f}, ESS {bulk:.0f}/{tail:.0f}, {conv.get('divergences')} div"
+    rounds = diag.get("sampler_info", {}).get("rounds")
+    said = f", {rounds} round(s)" if rounds else ""
+    return (
+        f"{word}: R-hat {rhat:.4f}, ESS {bulk:.0f}/{tail:.0f}, {conv.get('divergences')} div"
+        + said
+    )
 
 
 def main(argv=None) -> int:
