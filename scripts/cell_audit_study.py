@@ -94,7 +94,20 @@ def point_residual(table: pd.DataFrame, key) -> np.ndarray:
     return (y - p) / np.sqrt(p * (1.0 - p))
 
 
-def static_rows(dataset, planted, truth_p, seed, folder, *, svi_3pl=False) -> list[dict]:
+def loo_score(result, dataset) -> np.ndarray:
+    """Surprise of each static success left out: ``1 - exp(loo_i)`` (PSIS-LOO), 0 for a failure.
+
+    ``exp(loo_i)`` is the leave-one-out predictive probability of the observed label, so
+    for a success it is the one-sided LOO p-value ``P(y_rep >= 1 | other data)``.
+    """
+    from bayes_dualeval.posterior.loo import loo
+
+    elpd = loo(result.idata)
+    loo_i = np.asarray(elpd["loo_i"]).ravel()[: len(dataset.static_y)]
+    return np.where(dataset.static_y > 0, 1.0 - np.exp(loo_i), 0.0)
+
+
+def static_rows(dataset, planted, truth_p, seed, folder, *, svi_3pl=False, nuts=False):
     """Score the static cells of one planted data set by every method."""
     from bayes_dualeval.checks.audit import (
         empirical_baseline,
@@ -112,9 +125,15 @@ def static_rows(dataset, planted, truth_p, seed, folder, *, svi_3pl=False) -> li
             row["q_planted"], row["q_clean"], row["clean_p05"] = flagged(table, key, planted)
         rows.append(row)
 
-    svi, _ = fit_run(dataset, "dualeval-2pl", "svi", seed, folder, mode="static")
+    svi, fitted = fit_run(dataset, "dualeval-2pl", "svi", seed, folder, mode="static")
     if svi is not None:
         add("anomalies.csv (2PL, SVI)", table_score(svi, key), svi)
+        add("PSIS-LOO p (2PL, SVI)", loo_score(fitted, dataset))
+    if nuts:
+        table, fitted = fit_run(dataset, "dualeval-2pl", "nuts", seed, folder, mode="static")
+        if table is not None:
+            add("anomalies.csv (2PL, NUTS)", table_score(table, key), table)
+            add("PSIS-LOO p (2PL, NUTS)", loo_score(fitted, dataset))
     if svi_3pl:
         three, _ = fit_run(dataset, "dualeval-3pl", "svi", seed, folder, mode="static")
         if three is not None:
@@ -148,7 +167,9 @@ def simulated_static(scenario: str, seed: int, args, folder: Path) -> list[dict]
     dataset, planted = plant_static(clean, p_clean, share=args.share, max_p=max_p, seed=seed)
     new_key = static_key(dataset)
     truth_p = true_probability(truth, new_key.get_level_values(0), new_key.get_level_values(1))
-    return static_rows(dataset, planted, truth_p, seed, folder, svi_3pl=scenario == "3pl")
+    return static_rows(
+        dataset, planted, truth_p, seed, folder, svi_3pl=scenario == "3pl", nuts=args.nuts
+    )
 
 
 def helm_static(seed: int, args, folder: Path, cache: dict, max_p: float) -> list[dict] | None:
@@ -167,7 +188,7 @@ def helm_static(seed: int, args, folder: Path, cache: dict, max_p: float) -> lis
         cache["clean"] = (clean, row["expected"].to_numpy(dtype=np.float64))
     clean, p_ref = cache["clean"]
     dataset, planted = plant_static(clean, p_ref, share=args.share, max_p=max_p, seed=seed)
-    return static_rows(dataset, planted, None, seed, folder)
+    return static_rows(dataset, planted, None, seed, folder, nuts=args.nuts)
 
 
 def arena_rows(seed: int, folder: Path, real: bool = False) -> list[dict] | None:
@@ -235,8 +256,14 @@ def main(argv=None) -> int:
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--share", type=float, default=0.02)
     parser.add_argument("--max-p", type=float, default=0.2)
+    parser.add_argument(
+        "--nuts", action="store_true", help="also fit NUTS (static scenarios; slower)"
+    )
     args = parser.parse_args(argv)
 
+    from bayes_dualeval.inference.device import configure
+
+    configure("cpu", 4, compile_cache=False)  # NUTS chains in parallel, as the CLI runs them
     warnings.simplefilter("ignore")
     cache: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
