@@ -108,14 +108,24 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
 
 
 def posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:
-    """Names of the model's latent and deterministic sites (not the observed ones)."""
-    tr = trace(seed(dualeval_model, 0)).get_trace(inputs, config)
-    return [
-        name
-        for name, site in tr.items()
-        if (site["type"] == "sample" and not site["is_observed"])
-        or site["type"] == "deterministic"
-    ]
+    """Names of the model's latent and deterministic sites (not the observed ones).
+
+    The model is traced abstractly (``jax.eval_shape``): nothing is compiled or computed.
+    """
+    names = []
+
+    def probe():
+        tr = trace(seed(dualeval_model, 0)).get_trace(inputs, config)
+        names.extend(
+            name
+            for name, site in tr.items()
+            if (site["type"] == "sample" and not site["is_observed"])
+            or site["type"] == "deterministic"
+        )
+        return 0
+
+    jax.eval_shape(probe)
+    return names
 
 
 def _progress(enabled: bool, total: int, label: str):
