@@ -297,11 +297,12 @@ def clearly_worse(elpd_diff, dse):
 def preferred(table: pd.DataFrame) -> str:
     """The run to choose: the simplest of those that predict as well as the best.
 
-    PSIS-LOO's ranking alone picks the richer of two nested models about half of the
-    time when the simpler one generated the data: a hierarchical 2PL whose slopes shrink
-    to one predicts 1PL data as well as the 1PL, and which of the two comes first is
-    noise. So among the runs not :func:`clearly_worse` than rank 1, the one with the
-    fewest effective parameters (smallest ``p_loo``; rank breaks ties) is preferred.
+    PSIS-LOO's ranking alone often picks the richer of two nested models when the
+    simpler one generated the data (2 of 5 seeds of 1PL data at 12 models x 150
+    questions): a hierarchical 2PL whose slopes shrink to one predicts such data as well
+    as the 1PL, and which of the two comes first is noise. So among the runs not
+    :func:`clearly_worse` than rank 1, the one with the fewest effective parameters
+    (smallest ``p_loo``; rank breaks ties) is preferred.
 
     Parameters
     ----------
