@@ -21,14 +21,13 @@ import argparse
 import sys
 import time
 
+#: Case -> (the generating link, the simulator's settings, the two links compared).
 CASES = {
-    "1pl": ({"log_a_sd": 0.0}, ("1pl", "2pl")),
-    "2pl": ({"log_a_sd": 0.8}, ("1pl", "2pl")),
-    "2pl-mild": ({"log_a_sd": 0.3}, ("1pl", "2pl")),
-    "3pl": ({"guess": 0.25}, ("2pl", "3pl")),
+    "1pl": ("1pl", {"log_a_sd": 0.0}, ("1pl", "2pl")),
+    "2pl": ("2pl", {"log_a_sd": 0.8}, ("1pl", "2pl")),
+    "2pl-mild": ("2pl", {"log_a_sd": 0.3}, ("1pl", "2pl")),
+    "3pl": ("3pl", {"guess": 0.25}, ("2pl", "3pl")),
 }
-#: The link that generated each case's data.
-TRUTH = {"1pl": "1pl", "2pl": "2pl", "2pl-mild": "2pl", "3pl": "3pl"}
 
 
 def one(case: str, shape: str, seed: int, args) -> dict:
@@ -42,7 +41,7 @@ def one(case: str, shape: str, seed: int, args) -> dict:
     from bayes_dualeval.posterior.loo import compare
     from bayes_dualeval.runs.fit import fit
 
-    truth, links = CASES[case]
+    link, truth, links = CASES[case]
     n_models, n_items = (int(v) for v in shape.split("x"))
     static, _, _ = simulate(n_models, n_items, 0, seed=5000 + seed, **truth)
     with warnings.catch_warnings():
@@ -62,7 +61,7 @@ def one(case: str, shape: str, seed: int, args) -> dict:
     first = str(table.index[table["rank"] == 1][0])
     other = [r for r in links if r != first][0]
     return {
-        "case": case, "shape": shape, "seed": seed, "truth": TRUTH[case],
+        "case": case, "shape": shape, "seed": seed, "truth": link,
         "rank1": first, "preferred": str(table.index[table["preferred"]][0]),
         "elpd_diff": float(table.loc[other, "elpd_diff"]), "dse": float(table.loc[other, "dse"]),
         f"p_loo_{links[0]}": float(table.loc[links[0], "p_loo"]),

@@ -64,8 +64,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.distributions.transforms import biject_to
-from numpyro.handlers import seed, trace
 from numpyro.infer.util import constrain_fn, potential_energy
 from scipy.optimize import minimize
 
@@ -78,6 +76,7 @@ from bayes_dualeval.inference.item_integral import (
     item_dimension,
 )
 from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.sites import model_sites
 from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
@@ -247,20 +246,5 @@ _constrain = jax.jit(
 
 
 def _latent_sites(args) -> dict:
-    """Name -> (unconstrained shape, plate names) of every latent site, without running it.
-
-    The model is traced abstractly (``jax.eval_shape``): nothing is compiled or computed.
-    """
-    found = {}
-
-    def probe():
-        tr = trace(seed(dualeval_model, 0)).get_trace(*args)
-        for name, site in tr.items():
-            if site["type"] == "sample" and not site["is_observed"]:
-                shape = biject_to(site["fn"].support).inverse_shape(jnp.shape(site["value"]))
-                plates = tuple(f.name for f in site["cond_indep_stack"])
-                found[name] = (tuple(shape), plates)
-        return 0
-
-    jax.eval_shape(probe)
-    return found
+    """Name -> (unconstrained shape, plate names) of every latent site, without running it."""
+    return {n: (s.shape, s.plates) for n, s in model_sites(*args).items() if s.latent}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 import numpyro
-from numpyro.handlers import seed, trace
 from numpyro.infer import SVI, Predictive, Trace_ELBO
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.sites import model_sites
 from bayes_dualeval.inference.start import init_strategy
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
@@ -108,24 +108,9 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
 
 
 def posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:
-    """Names of the model's latent and deterministic sites (not the observed ones).
-
-    The model is traced abstractly (``jax.eval_shape``): nothing is compiled or computed.
-    """
-    names = []
-
-    def probe():
-        tr = trace(seed(dualeval_model, 0)).get_trace(inputs, config)
-        names.extend(
-            name
-            for name, site in tr.items()
-            if (site["type"] == "sample" and not site["is_observed"])
-            or site["type"] == "deterministic"
-        )
-        return 0
-
-    jax.eval_shape(probe)
-    return names
+    """Names of the model's latent and deterministic sites (not the observed ones)."""
+    sites = model_sites(inputs, config)
+    return [n for n, s in sites.items() if s.latent or s.kind == "deterministic"]
 
 
 def _progress(enabled: bool, total: int, label: str):
