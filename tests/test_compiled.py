@@ -1,6 +1,7 @@
-"""Compiled programs are released before a process runs out of memory maps."""
+"""Compiled programs: few per fit, and released before a process runs out of memory maps."""
 
 import jax
+import numpy as np
 
 from bayes_dualeval.inference import compiled
 
@@ -30,21 +31,18 @@ def test_svi_initialises_in_a_few_compiled_programs():
     model (353 on AlpacaEval, 16 of the 21 s of an SVI fit at paper scale); run_svi
     compiles it, and the draws from the guide, as one program each, and lists the sites to
     draw by an abstract trace."""
-    import warnings
-
-    from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.inference.svi import run_svi
-    from bayes_dualeval.model.config import load_spec
-    from bayes_dualeval.model.inputs import build_inputs
 
-    static, arena, _ = simulate(7, 23, 11, seed=5)  # shapes no other test uses
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = Dataset.from_frames(static=static, arena=arena)
-    config = load_spec("dualeval-2pl")
-    inputs, _ = build_inputs(ds, config)
+    inputs, config = _small_inputs(7, 23, 11)  # shapes no other test uses
+    settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
+    lowered, draws = _lowered_during(lambda: run_svi(inputs, config, settings))
+    assert draws.samples["theta"].shape == (1, 10, 7)
+    assert len(lowered) <= 40, f"{len(lowered)} programs lowered"  # eagerly: 427 (12 now)
+
+
+def _lowered_during(run):
+    """Programs JAX lowers while ``run()`` runs, and what it returns."""
     lowered = []
 
     def listen(event, duration, **kwargs):
@@ -53,13 +51,72 @@ def test_svi_initialises_in_a_few_compiled_programs():
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
-        draws = run_svi(inputs, config, settings)
+        out = run()
     finally:
         lowered.append(None)  # a marker: what comes after the run is not counted
         stop = getattr(jax.monitoring, "unregister_event_duration_listener", None)
-        if stop is not None:  # older JAX cannot unregister; the marker bounds the count
+        if stop is not None:
             stop(listen)
-    assert draws.samples["theta"].shape == (1, 10, 7)
-    during = lowered[: lowered.index(None)]
-    assert len(during) <= 40, f"{len(during)} programs lowered"  # eagerly: 427 (12 now)
+    return lowered[: lowered.index(None)], out
+
+
+def _small_inputs(n_models, n_items, n_prompts):
+    import warnings
+
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.data.simulate import simulate
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.inputs import build_inputs
+
+    static, arena, _ = simulate(n_models, n_items, n_prompts, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, arena=arena)
+    config = load_spec("dualeval-2pl")
+    inputs, _ = build_inputs(ds, config)
+    return inputs, config
+
+
+def test_a_single_nuts_chain_initialises_in_a_few_compiled_programs():
+    """Outside pmap, NumPyro initialises NUTS (and shapes its collection of draws by
+    post-processing the start) primitive by primitive: 441 programs and 18 s of a 27 s
+    single-chain fit of the bundled data; CompiledInitNUTS compiles each as one."""
+    from bayes_dualeval.inference.nuts import run_nuts
+    from bayes_dualeval.inference.settings import SamplerSettings
+
+    inputs, config = _small_inputs(6, 19, 9)  # shapes no other test uses
+    settings = SamplerSettings(chains=1, warmup=20, draws=10, seed=0, extend=0)
+    lowered, draws = _lowered_during(lambda: run_nuts(inputs, config, settings))
+    assert draws.samples["theta"].shape == (1, 10, 6)
+    assert np.isfinite(draws.samples["theta"]).all()
+    assert len(lowered) <= 60, f"{len(lowered)} programs lowered"  # eagerly: over 400
+
+
+def test_vectorised_nuts_chains_initialise_in_a_few_compiled_programs():
+    """Several chains on one device (a GPU, or the library on a CPU without host devices)
+    are vectorised; their initialisation is compiled too, and gives each chain its own
+    start."""
+    from numpyro.infer import MCMC
+
+    from bayes_dualeval.inference.nuts import CompiledInitNUTS
+    from bayes_dualeval.model.joint import dualeval_model
+
+    inputs, config = _small_inputs(5, 17, 8)  # shapes no other test uses
+    mcmc = MCMC(
+        CompiledInitNUTS(dualeval_model, max_tree_depth=4),
+        num_warmup=10,
+        num_samples=5,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+
+    def run():
+        mcmc.run(jax.random.PRNGKey(0), inputs, config)
+        return mcmc.get_samples(group_by_chain=True)
+
+    lowered, samples = _lowered_during(run)
+    theta = np.asarray(samples["theta"])
+    assert theta.shape == (2, 5, 5) and np.isfinite(theta).all()
+    assert not np.allclose(theta[0], theta[1])
+    assert len(lowered) <= 60, f"{len(lowered)} programs lowered"  # eagerly: over 300

@@ -51,6 +51,43 @@ CONTINUE_MIN_SHARE = 0.25
 _NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
 
 
+class CompiledInitNUTS(NUTS):
+    """NumPyro's NUTS kernel, initialised in one compiled program.
+
+    Run outside any JAX transformation, ``NUTS.init`` (finding valid starting values,
+    the model's transforms, the first step size) executes primitive by primitive, and
+    each primitive is compiled as a program of its own: several hundred on this model,
+    about two thirds of a short fit's time. That is where a single chain and vectorised
+    chains (the path of several chains on one GPU, and of the library on a CPU with one
+    device) initialise; parallel chains trace it under ``pmap`` and pay nothing.
+
+    Here the initialisation is traced as one function of the key and starting values
+    (the data and model configuration are closed over, as under ``pmap``), compiled once,
+    and run. Its side effects on the kernel (the sample function, the model's transforms)
+    happen while tracing and hold no traced values, exactly as under ``pmap``. Under a
+    transformation (a traced key) it defers to ``NUTS.init`` unchanged.
+    """
+
+    def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):  # noqa: B006
+        """``NUTS.init``, compiled as one program when called outside a transformation."""
+        if isinstance(rng_key, jax.core.Tracer):
+            return super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        parent = super()
+
+        def start(key, params):
+            return parent.init(key, num_warmup, params, model_args, model_kwargs)
+
+        return jax.jit(start)(rng_key, init_params)
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        """``NUTS.postprocess_fn``, compiled.
+
+        NumPyro calls it once eagerly, to shape the collection of draws, before the
+        compiled sampling loop; uncompiled, that call runs the model primitive by primitive.
+        """
+        return jax.jit(super().postprocess_fn(model_args, model_kwargs))
+
+
 def make_mcmc(
     inputs: ModelInputs,
     config: ModelConfig,
@@ -67,7 +104,7 @@ def make_mcmc(
     identity. With ``adapt_metric=False`` it is kept as it is and warm-up tunes only the
     step size, starting from ``step_size``.
     """
-    kernel = NUTS(
+    kernel = CompiledInitNUTS(
         dualeval_model,
         step_size=step_size,
         target_accept_prob=settings.target_accept,
