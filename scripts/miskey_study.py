@@ -6,12 +6,14 @@ item becomes ``1 - y``), fits the default 2PL (SVI unless ``--sampler``) and sco
 ``miskeyed`` flag of :func:`bayes_dualeval.checks.item_table` against the planted items.
 The old rule (``key_correlation < -0.2`` and a one-sided Fisher-z p below 0.05) is scored
 on the same fits, and so is the new one on clean data (``--share 0``: false flags only).
-``--guess 0.25`` simulates 3PL data (a guessing floor), which the 2PL fit does not contain.
+``--guess 0.25`` simulates 3PL data (a guessing floor), which the 2PL fit does not contain;
+``--irt 3pl`` fits the 3PL instead (SVI or NUTS), whose floors the per-item key check uses.
 
 Usage::
 
     python scripts/miskey_study.py --seeds 3 --shapes 20x300 30x200 12x300
     python scripts/miskey_study.py --seeds 3 --shapes 20x300 --guess 0.25
+    python scripts/miskey_study.py --seeds 3 --shapes 20x300 --guess 0.25 --irt 3pl
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def one(shape: str, seed: int, args) -> dict:
     static, _, _ = simulate(n_models, n_items, 0, guess=args.guess, seed=3000 + seed)
     planted = reverse_keys(static, args.share, np.random.default_rng(3000 + seed))
     ds = Dataset.from_frames(static=static, source="bench")
-    config = load_spec("dualeval-2pl").replace(mode="static")
+    config = load_spec(f"dualeval-{args.irt}").replace(mode="static")
     result = fit(ds, config, SamplerSettings(sampler=args.sampler, seed=seed, progress=False))
     table = item_table(result.idata, result.dataset, max_draws=200)
     truth = table["item"].str.split("::", n=1).str[1].isin(planted).to_numpy()
@@ -56,7 +58,8 @@ def one(shape: str, seed: int, args) -> dict:
     n = table["n_models"].to_numpy(float)
     old_p = special.ndtr(np.arctanh(np.clip(r, -0.999999, 0.999999)) * np.sqrt(n - 3.0))
     old = (r < -0.2) & (old_p < 0.05)
-    row = {"shape": shape, "guess": args.guess, "seed": seed, "planted": int(truth.sum())}
+    row = {"shape": shape, "guess": args.guess, "irt": args.irt, "seed": seed}
+    row["planted"] = int(truth.sum())
     cuts = {f"q{c:g}": table["key_q"].to_numpy() < c for c in args.cuts}
     for name, flag in (("new", new), ("old", old), *cuts.items()):
         hits = int((flag & truth).sum())
@@ -73,6 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--share", type=float, default=0.05)
     parser.add_argument("--guess", type=float, default=0.0)
     parser.add_argument("--sampler", default="svi", choices=["nuts", "svi", "map"])
+    parser.add_argument("--irt", default="2pl", choices=["1pl", "2pl", "3pl"])
     parser.add_argument(
         "--cuts",
         type=float,
@@ -94,7 +98,7 @@ def main(argv=None) -> int:
         stats[f"{name}_flags"] = (f"{name}_flags", "sum")
         stats[f"{name}_recall"] = (f"{name}_recall", "mean")
         stats[f"{name}_precision"] = (f"{name}_precision", "mean")
-    summary = table.groupby(["shape", "guess"], sort=False).agg(**stats)
+    summary = table.groupby(["shape", "guess", "irt"], sort=False).agg(**stats)
     print()
     print(summary.round(3).to_string())
     if args.out:

@@ -80,3 +80,42 @@ def test_bayes_q_is_monotone_and_small_only_with_strong_evidence():
     assert (q[95:98] < 0.05).all()
     assert (q[:95] > 0.5).all()
     assert np.isnan(bayes_q(np.full(3, np.nan))).all()
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), (0.25, 1.0), (0.2, 0.9)])
+def test_item_mode_finds_the_mode_of_each_items_log_joint(bounds):
+    """The Fisher-scoring fits of ``(log a, b)`` per item reach the maximum of the log
+    joint ``sum log P(y) + log prior``, with ``P = c + (d - c) sigmoid(a (theta - b))``
+    (the floor and ceiling of a 3PL/4PL run), and report its value."""
+    from scipy import optimize, special
+
+    from bayes_dualeval.checks.keys import item_mode
+
+    rng = np.random.default_rng(11)
+    n_models, k = 25, 6
+    theta = np.tile(rng.normal(size=n_models), k)
+    item = np.repeat(np.arange(k), n_models)
+    c, d = bounds
+    true_b = rng.normal(size=k)
+    p = c + (d - c) * special.expit(1.3 * (theta - true_b[item]))
+    y = (rng.random(len(p)) < p).astype(float)
+    y[item == 5] = 1.0 - y[item == 5]  # one reversed item
+    prior = (0.1, 0.4, 0.0, 1.0)
+    joint, logdet = item_mode(theta, item, y, k, prior, bounds)
+
+    def log_joint(v, q):
+        u, b = v
+        rows = item == q
+        pq = c + (d - c) * special.expit(np.exp(u) * (theta[rows] - b))
+        ll = np.sum(y[rows] * np.log(pq) + (1 - y[rows]) * np.log1p(-pq))
+        return ll - 0.5 * (((u - prior[0]) / prior[1]) ** 2 + ((b - prior[2]) / prior[3]) ** 2)
+
+    for q in range(k):
+        best = optimize.minimize(
+            lambda v, q=q: -log_joint(v, q),
+            x0=[0.1, 0.0],
+            method="Nelder-Mead",
+            options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000},
+        )
+        assert joint[q] == pytest.approx(-best.fun, abs=1e-5)
+    assert np.isfinite(logdet).all()

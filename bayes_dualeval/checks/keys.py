@@ -12,7 +12,11 @@ the key:
 
 with the abilities at their posterior means and ``(log a, b)`` drawn from the population
 of the run's static items, ``log a ~ Normal(m_a, s_a)`` and ``b ~ Normal(m_b, s_b)``
-(moments of the items' posterior means plus their mean posterior variance). The evidence
+(moments of the items' posterior means plus their mean posterior variance). Under a link
+with a guessing floor ``c`` or a ceiling ``d`` (3PL, 4PL) the response function is
+``c + (d - c) sigmoid(a (theta - b))`` under both hypotheses, with ``c`` and ``d`` at their
+means over the static items: the run's own ``c`` of a reversed item was fitted to the
+reversed labels, so it is not used, just as its ``a`` and ``b`` are not. The evidence
 is the log Bayes factor of ``H1`` against ``H0``, each marginal likelihood by the Laplace
 approximation at the item's maximum a posteriori ``(log a, b)`` (a damped Fisher-scoring
 solve, vectorised over items):
@@ -42,6 +46,7 @@ import numpy as np
 from scipy import special
 
 from bayes_dualeval.checks.draws import FittedRun
+from bayes_dualeval.model import links
 
 #: Items with ``key_q`` below this are flagged ``miskeyed``.
 MISKEY_Q = 0.2
@@ -83,9 +88,11 @@ def key_evidence(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
     n = np.bincount(item, minlength=k)
     s = np.bincount(item, weights=y, minlength=k)
     varied = (n > 1) & (s > 0) & (s < n)
-    prior = population(fit, np.flatnonzero(n > 0))
-    f0, logdet0 = item_mode(theta, item, y, k, prior)
-    f1, logdet1 = item_mode(theta, item, 1.0 - y, k, prior)
+    static = np.flatnonzero(n > 0)
+    prior = population(fit, static)
+    bounds = asymptotes(fit, static)
+    f0, logdet0 = item_mode(theta, item, y, k, prior, bounds)
+    f1, logdet1 = item_mode(theta, item, 1.0 - y, k, prior, bounds)
     bf = f1 - f0 - 0.5 * (logdet1 - logdet0)
     evidence[varied] = bf[varied]
     return evidence, bayes_q(evidence)
@@ -111,25 +118,45 @@ def population(fit: FittedRun, static: np.ndarray) -> tuple[float, float, float,
     return (*moments(log_a), *moments(b))
 
 
-def item_mode(theta, item, y, k: int, prior) -> tuple[np.ndarray, np.ndarray]:
+def asymptotes(fit: FittedRun, static: np.ndarray) -> tuple[float, float]:
+    """``(c, d)``: the mean floor and ceiling of the run's ``static`` items (0 and 1 without)."""
+    out = []
+    for name, default in (("c", 0.0), ("d", 1.0)):
+        values = fit.items.get(name)
+        out.append(default if values is None else float(values[:, static].mean(dtype=np.float64)))
+    return out[0], out[1]
+
+
+def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
     """Per-item MAP of ``(log a, b)``: log joint at the mode and ``log det`` of ``J``.
 
     Damped Fisher scoring on all items at once; ``J`` is the expected information of the
     labels plus the prior precision (positive definite, so every step ascends for a small
-    enough step, and the Laplace determinant is defined).
+    enough step, and the Laplace determinant is defined). ``bounds = (c, d)``: the labels
+    follow ``c + (d - c) sigmoid(a (theta - b))``.
     """
     m_a, s_a, m_b, s_b = prior
+    c, d = bounds
     u = np.full(k, m_a)
     b = np.full(k, m_b)
 
     def total(w):
         return np.bincount(item, weights=w, minlength=k)
 
+    def score_weights(eta):
+        # score and expected information of the labels in eta:
+        # (y - P) P' / (P (1 - P)) and P'^2 / (P (1 - P)), with P' = (d - c) s (1 - s)
+        s, s_minus = special.expit(eta), special.expit(-eta)
+        if c == 0.0 and d == 1.0:
+            return y - s, s * s_minus
+        p, q = c + (d - c) * s, (1.0 - d) + (d - c) * s_minus
+        slope = (d - c) * s * s_minus
+        return (y - p) * slope / (p * q), slope * slope / (p * q)
+
     for _ in range(ITERATIONS):
         a = np.exp(u)[item]
         x = theta - b[item]
-        p = special.expit(a * x)
-        r, w = y - p, p * (1.0 - p)
+        r, w = score_weights(a * x)
         g_u = total(r * a * x) - (u - m_a) / s_a**2
         g_b = -total(r * a) - (b - m_b) / s_b**2
         j_uu = total(w * (a * x) ** 2) + 1.0 / s_a**2
@@ -140,7 +167,11 @@ def item_mode(theta, item, y, k: int, prior) -> tuple[np.ndarray, np.ndarray]:
         step_b = np.clip((j_uu * g_b - j_ub * g_u) / det, -MAX_STEP, MAX_STEP)
         u, b = u + step_u, b + step_b
     eta = np.exp(u)[item] * (theta - b[item])
-    loglik = total(y * eta - np.logaddexp(0.0, eta))
+    if c == 0.0 and d == 1.0:
+        loglik = total(y * eta - np.logaddexp(0.0, eta))
+    else:
+        log_p, log_q = links.log_probabilities(eta, c, d)
+        loglik = total(y * log_p + (1.0 - y) * log_q)
     log_prior = -0.5 * (((u - m_a) / s_a) ** 2 + ((b - m_b) / s_b) ** 2)
     return loglik + log_prior, np.log(det)
 
