@@ -28,5 +28,9 @@ class ConvergenceWarning(UserWarning):
     """The sampler's diagnostics say the posterior may not be trustworthy."""
 
 
+class PerformanceWarning(UserWarning):
+    """The run works but is slower than it needs to be, and the message says how to fix it."""
+
+
 class ReportWarning(UserWarning):
     """A report panel, or the whole report, could not be written (the run itself is safe)."""

@@ -27,6 +27,7 @@ import jax  # noqa: E402
 from numpyro.infer import NUTS  # noqa: E402
 
 from bayes_dualeval import load  # noqa: E402
+from bayes_dualeval.errors import PerformanceWarning  # noqa: E402
 from bayes_dualeval.inference import nuts  # noqa: E402
 from bayes_dualeval.inference.settings import SamplerSettings  # noqa: E402
 from bayes_dualeval.model.config import load_spec  # noqa: E402
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--draws", type=int, default=100)
     args = parser.parse_args()
+    warnings.simplefilter("ignore", PerformanceWarning)  # vectorised on purpose
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dataset = load(args.data)

@@ -120,3 +120,23 @@ def test_vectorised_nuts_chains_initialise_in_a_few_compiled_programs():
     assert theta.shape == (2, 5, 5) and np.isfinite(theta).all()
     assert not np.allclose(theta[0], theta[1])
     assert len(lowered) <= 60, f"{len(lowered)} programs lowered"  # eagerly: over 300
+
+
+def test_vectorised_chains_on_a_cpu_warn_how_to_run_them_in_parallel():
+    """More chains than CPU devices run vectorised (slowly); the warning names the fix."""
+    import pytest
+
+    from bayes_dualeval.errors import PerformanceWarning
+    from bayes_dualeval.inference.nuts import make_mcmc
+    from bayes_dualeval.inference.settings import SamplerSettings
+
+    inputs, config = _small_inputs(5, 17, 8)
+    n_dev = jax.local_device_count()
+    with pytest.warns(PerformanceWarning, match=rf"configure\(chains={n_dev + 1}\)"):
+        mcmc = make_mcmc(inputs, config, SamplerSettings(chains=n_dev + 1))
+    assert mcmc.chain_method == "vectorized"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PerformanceWarning)
+        assert make_mcmc(inputs, config, SamplerSettings(chains=n_dev)).chain_method == "parallel"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ import jax
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
+from bayes_dualeval.errors import PerformanceWarning
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.metric import start_metric, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
@@ -116,6 +118,15 @@ def make_mcmc(
     )
     n_dev = jax.local_device_count()
     method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
+    if method == "vectorized" and jax.default_backend() == "cpu":
+        warnings.warn(
+            f"{settings.chains} chains share {n_dev} CPU device(s) and run vectorised, "
+            "several times slower than in parallel: call "
+            f"bayes_dualeval.inference.device.configure(chains={settings.chains}) before "
+            "JAX starts (the command line does)",
+            PerformanceWarning,
+            stacklevel=2,
+        )
     return MCMC(
         kernel,
         num_warmup=settings.warmup,
