@@ -6,7 +6,8 @@ library on a CPU with one device) initialise outside any compiled program. Each 
 run with NumPyro's ``NUTS`` kernel (the baseline) and with the package's, in the same
 process, with JAX's in-memory caches cleared before every run so neither inherits the
 other's programs. Prints wall time, programs lowered, XLA compile time and the ratio to
-the baseline. Run it on an otherwise idle machine::
+the baseline, then (in a fresh process with four host devices, as the command line runs)
+the four chains in parallel. Run it on an otherwise idle machine::
 
     python scripts/nuts_init_benchmark.py                # bundled data/, 100 + 100
     python scripts/nuts_init_benchmark.py --data DIR --warmup 300 --draws 300
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -66,6 +69,7 @@ def main() -> None:
     parser.add_argument("--data", default=str(ROOT / "data"))
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--draws", type=int, default=100)
+    parser.add_argument("--parallel-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     warnings.simplefilter("ignore", PerformanceWarning)  # vectorised on purpose
     with warnings.catch_warnings():
@@ -73,6 +77,14 @@ def main() -> None:
         dataset = load(args.data)
     config = load_spec("dualeval-2pl")
     inputs, _ = build_inputs(dataset, config, centred="auto")
+    if args.parallel_only:  # the child below: four host devices
+        settings = SamplerSettings(
+            chains=4, warmup=args.warmup, draws=args.draws, seed=1, extend=0
+        )
+        wall, programs, compile_s = timed_fit(nuts.CompiledInitNUTS, inputs, config, settings)
+        label, name = "4 chains, parallel", "CompiledInitNUTS"
+        print(f"{label:<24}{name:<18}{wall:>8.1f}{programs:>10}{compile_s:>11.1f}{'-':>7}")
+        return
     print(f"data {args.data}; {args.warmup} + {args.draws} iterations; devices: {jax.devices()}")
     print(f"{'case':<24}{'kernel':<18}{'wall s':>8}{'programs':>10}{'compile s':>11}{'ratio':>7}")
     for label, chains in (("1 chain", 1), ("4 chains, vectorised", 4)):
@@ -87,6 +99,24 @@ def main() -> None:
                 f"{label:<24}{name:<18}{wall:>8.1f}{programs:>10}{compile_s:>11.1f}"
                 f"{wall / base:>7.2f}"
             )
+    # what the command line runs: four host devices, which must be set before JAX starts,
+    # so in a fresh process (its ratio column is empty: another process)
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--parallel-only",
+            "--data",
+            args.data,
+            "--warmup",
+            str(args.warmup),
+            "--draws",
+            str(args.draws),
+        ],
+        env={**os.environ, "XLA_FLAGS": flags.strip()},
+        check=True,
+    )
 
 
 if __name__ == "__main__":
