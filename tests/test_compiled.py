@@ -26,21 +26,6 @@ def test_memory_maps_reads_this_process():
         assert 0 < used < limit
 
 
-def test_svi_initialises_in_a_few_compiled_programs():
-    """NumPyro's SVI initialisation run eagerly lowers one program per primitive of the
-    model (353 on AlpacaEval, 16 of the 21 s of an SVI fit at paper scale); run_svi
-    compiles it, and the draws from the guide, as one program each, and lists the sites to
-    draw by an abstract trace."""
-    from bayes_dualeval.inference.settings import SamplerSettings
-    from bayes_dualeval.inference.svi import run_svi
-
-    inputs, config = _small_inputs(7, 23, 11)  # shapes no other test uses
-    settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
-    lowered, draws = _lowered_during(lambda: run_svi(inputs, config, settings))
-    assert draws.samples["theta"].shape == (1, 10, 7)
-    assert len(lowered) <= 40, f"{len(lowered)} programs lowered"  # eagerly: 427 (12 now)
-
-
 def _lowered_during(run):
     """Programs JAX lowers while ``run()`` runs, and what it returns."""
     lowered = []
@@ -75,6 +60,21 @@ def _small_inputs(n_models, n_items, n_prompts):
     config = load_spec("dualeval-2pl")
     inputs, _ = build_inputs(ds, config)
     return inputs, config
+
+
+def test_svi_initialises_in_a_few_compiled_programs():
+    """NumPyro's SVI initialisation run eagerly lowers one program per primitive of the
+    model (353 on AlpacaEval, 16 of the 21 s of an SVI fit at paper scale); run_svi
+    compiles it, and the draws from the guide, as one program each, and lists the sites to
+    draw by an abstract trace."""
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.inference.svi import run_svi
+
+    inputs, config = _small_inputs(7, 23, 11)  # shapes no other test uses
+    settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
+    lowered, draws = _lowered_during(lambda: run_svi(inputs, config, settings))
+    assert draws.samples["theta"].shape == (1, 10, 7)
+    assert len(lowered) <= 40, f"{len(lowered)} programs lowered"  # eagerly: 427 (12 now)
 
 
 def test_a_single_nuts_chain_initialises_in_a_few_compiled_programs():

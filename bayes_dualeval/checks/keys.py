@@ -120,11 +120,12 @@ def population(fit: FittedRun, static: np.ndarray) -> tuple[float, float, float,
 
 def asymptotes(fit: FittedRun, static: np.ndarray) -> tuple[float, float]:
     """``(c, d)``: the mean floor and ceiling of the run's ``static`` items (0 and 1 without)."""
-    out = []
-    for name, default in (("c", 0.0), ("d", 1.0)):
+
+    def mean(name, default):
         values = fit.items.get(name)
-        out.append(default if values is None else float(values[:, static].mean(dtype=np.float64)))
-    return out[0], out[1]
+        return default if values is None else float(values[:, static].mean(dtype=np.float64))
+
+    return mean("c", 0.0), mean("d", 1.0)
 
 
 def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
@@ -137,6 +138,7 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
     """
     m_a, s_a, m_b, s_b = prior
     c, d = bounds
+    plain = c == 0.0 and d == 1.0  # the 2PL: the logistic's own, simpler expressions
     u = np.full(k, m_a)
     b = np.full(k, m_b)
 
@@ -147,7 +149,7 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
         # score and expected information of the labels in eta:
         # (y - P) P' / (P (1 - P)) and P'^2 / (P (1 - P)), with P' = (d - c) s (1 - s)
         s, s_minus = special.expit(eta), special.expit(-eta)
-        if c == 0.0 and d == 1.0:
+        if plain:
             return y - s, s * s_minus
         p, q = c + (d - c) * s, (1.0 - d) + (d - c) * s_minus
         slope = (d - c) * s * s_minus
@@ -167,11 +169,8 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
         step_b = np.clip((j_uu * g_b - j_ub * g_u) / det, -MAX_STEP, MAX_STEP)
         u, b = u + step_u, b + step_b
     eta = np.exp(u)[item] * (theta - b[item])
-    if c == 0.0 and d == 1.0:
-        loglik = total(y * eta - np.logaddexp(0.0, eta))
-    else:
-        log_p, log_q = links.log_probabilities(eta, c, d)
-        loglik = total(y * log_p + (1.0 - y) * log_q)
+    log_p, log_q = links.log_probabilities(eta, *((None, None) if plain else bounds))
+    loglik = total(y * log_p + (1.0 - y) * log_q)
     log_prior = -0.5 * (((u - m_a) / s_a) ** 2 + ((b - m_b) / s_b) ** 2)
     return loglik + log_prior, np.log(det)
 
