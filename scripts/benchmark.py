@@ -39,7 +39,7 @@ SIZES = {"paper": (18, 300, 300), "large": (60, 1000, 1000)}
 
 def make_data(name: str, tmp: str) -> str:
     """Simulate a dataset of the named size into files (so loading is timed too)."""
-    from bayes_dualeval.data import simulate as sim
+    from bayes_dualeval.model import simulate as sim
 
     m, s, a = SIZES[name]
     out = os.path.join(tmp, name)
@@ -240,7 +240,7 @@ def write_case(name: str, tmp: str, alpaca: str | None, code: str | None) -> Non
     if name == "alpaca-svi" and alpaca:
         folder = os.path.abspath(alpaca)
     else:
-        from bayes_dualeval.data import simulate as sim
+        from bayes_dualeval.model import simulate as sim
 
         folder = os.path.join(tmp, f"write-{name}")
         if not os.path.exists(os.path.join(folder, "truth.json")):

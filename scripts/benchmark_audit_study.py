@@ -5,7 +5,7 @@ Each seed simulates static data (``--models`` models, ``--benchmarks`` benchmark
 (model, benchmark) block, a share ``--share`` of the model's failures on that benchmark
 become successes (a model that saw part of the benchmark). The data are fitted with the
 package's defaults (NUTS unless ``--sampler``), and ``contamination.csv``'s ranking
-(:func:`bayes_dualeval.checks.benchmarks.contamination_table`) is scored against the
+(:func:`bayes_dualeval.checks.benchmark_audit.benchmark_audit`) is scored against the
 planted blocks: the rank of each leak, its q-value, how many clean blocks have
 ``q < 0.05`` (false discoveries), and AUROC of the p-values. The baseline ranks blocks by
 the excess of the block's accuracy over an additive prediction from the model's and the
@@ -96,11 +96,11 @@ def baseline_arena(arena: pd.DataFrame) -> pd.Series:
 
 
 def one_arena(seed: int, args) -> dict:
-    from bayes_dualeval.checks.benchmarks import contamination_table
+    from bayes_dualeval.checks.benchmark_audit import benchmark_audit
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.runs.fit import fit
 
     rng = np.random.default_rng(5000 + seed)
@@ -118,7 +118,7 @@ def one_arena(seed: int, args) -> dict:
     config = load_spec("dualeval-2pl").replace(mode=mode)
     start = time.perf_counter()
     result = fit(ds, config, SamplerSettings(sampler=args.sampler, seed=seed, progress=False))
-    table = contamination_table(result.idata, result.dataset)
+    table = benchmark_audit(result.idata, result.dataset)
     seconds = time.perf_counter() - start
     table = table[table["kind"] == "arena"].reset_index(drop=True)
     leak = np.array(
@@ -145,11 +145,11 @@ def one_arena(seed: int, args) -> dict:
 
 
 def one(seed: int, args) -> dict:
-    from bayes_dualeval.checks.benchmarks import contamination_table
+    from bayes_dualeval.checks.benchmark_audit import benchmark_audit
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.runs.fit import fit
 
     rng = np.random.default_rng(1000 + seed)
@@ -163,7 +163,7 @@ def one(seed: int, args) -> dict:
     config = load_spec("dualeval-2pl").replace(mode="static", irt=irt)
     start = time.perf_counter()
     result = fit(ds, config, SamplerSettings(sampler=args.sampler, seed=seed))
-    table = contamination_table(result.idata, result.dataset)
+    table = benchmark_audit(result.idata, result.dataset)
     seconds = time.perf_counter() - start
     table["leak"] = [
         (m, d) in set(leaks) for m, d in zip(table["model"], table["dataset"], strict=True)

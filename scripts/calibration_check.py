@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from test_recovery import A_TRUE, B_TRUE, calibration_data  # noqa: E402
 
-from bayes_dualeval.checks.reference import mml_2pl  # noqa: E402
 from bayes_dualeval.inference.sampling import SamplerSettings  # noqa: E402
 from bayes_dualeval.model.config import load_spec  # noqa: E402
 from bayes_dualeval.runs.fit import fit  # noqa: E402
+from bayes_dualeval.validation.reference import mml_2pl  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -109,7 +109,7 @@ def loo_score(result, dataset) -> np.ndarray:
 
 def static_rows(dataset, planted, truth_p, seed, folder, *, svi_3pl=False, nuts=False):
     """Score the static cells of one planted data set by every method."""
-    from bayes_dualeval.checks.audit import (
+    from bayes_dualeval.validation.audit import (
         empirical_baseline,
         ranking_metrics,
         static_key,
@@ -150,10 +150,10 @@ def static_rows(dataset, planted, truth_p, seed, folder, *, svi_3pl=False, nuts=
 
 def simulated_static(scenario: str, seed: int, args, folder: Path) -> list[dict]:
     """A planted simulation: 2PL, 3PL (guessing) or widely spread discriminations."""
-    from bayes_dualeval.checks.audit import plant_static, static_key
-    from bayes_dualeval.checks.contamination import true_probability
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import STATIC_SOURCE, simulate
+    from bayes_dualeval.model.simulate import STATIC_SOURCE, simulate
+    from bayes_dualeval.validation.audit import plant_static, static_key
+    from bayes_dualeval.validation.contamination import true_probability
 
     kw = {"guess": 0.25} if scenario == "3pl" else {}
     if scenario == "wide-a":
@@ -174,8 +174,8 @@ def simulated_static(scenario: str, seed: int, args, folder: Path) -> list[dict]
 
 def helm_static(seed: int, args, folder: Path, cache: dict, max_p: float) -> list[dict] | None:
     """Planted faults in the real HELM AIR-Bench static labels (None when absent)."""
-    from bayes_dualeval.checks.audit import plant_static, static_key
     from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.validation.audit import plant_static, static_key
 
     if not HELM.is_file():
         return None
@@ -193,15 +193,15 @@ def helm_static(seed: int, args, folder: Path, cache: dict, max_p: float) -> lis
 
 def arena_rows(seed: int, folder: Path, real: bool = False) -> list[dict] | None:
     """DualEval's arena protocol (simulated prompts, or MT-Bench), pairs and reward fits."""
-    from bayes_dualeval.checks.audit import (
+    from bayes_dualeval.data.dataset import Dataset, load
+    from bayes_dualeval.model.simulate import simulate
+    from bayes_dualeval.validation.audit import (
         arena_key,
         plant_arena,
         ranking_metrics,
         table_score,
         twoway_residual,
     )
-    from bayes_dualeval.data.dataset import Dataset, load
-    from bayes_dualeval.data.simulate import simulate
 
     if real and not MTBENCH.is_file():
         return None

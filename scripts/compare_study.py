@@ -1,6 +1,6 @@
 """Whether ``bayes-dualeval compare`` chooses the link that generated the data.
 
-Each case simulates static data from one link (``bayes_dualeval.data.simulate``, seeds
+Each case simulates static data from one link (``bayes_dualeval.model.simulate``, seeds
 5000+ so the tests' seed 3 is not reused), fits the two candidate links with NUTS
 (``runs.fit.fit``, as ``bayes-dualeval fit`` runs it, with ``--chains``, ``--warmup`` and
 ``--draws`` here) and compares them with :func:`bayes_dualeval.posterior.loo.compare`.
@@ -35,9 +35,9 @@ def one(case: str, shape: str, seed: int, args) -> dict:
     import warnings
 
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.posterior.loo import compare
     from bayes_dualeval.runs.fit import fit
 

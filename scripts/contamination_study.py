@@ -39,8 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--chains", type=int, default=2)
     args = parser.parse_args(argv)
 
-    from bayes_dualeval.checks.contamination import contamination_study
     from bayes_dualeval.inference.sampling import SamplerSettings
+    from bayes_dualeval.validation.contamination import contamination_study
 
     head = (
         f"{'seed':>4}  {'ours':>6}  {'resid':>6}  {'base':>6}  {'oracle':>6}  {'ratio':>6}  "

@@ -52,7 +52,7 @@ def _real(folder: str, files: tuple[str, ...] = ()):
 
 def _simulated(n_models, n_static, n_arena, *, seed, **kw):
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
+    from bayes_dualeval.model.simulate import simulate
 
     static, arena, _ = simulate(n_models, n_static, n_arena, seed=seed, **kw)
     return Dataset.from_frames(

@@ -60,8 +60,8 @@ SIZES = {"models": 8, "static": 40, "arena": 30}
 def simulate_case(scenario: str, rep: int):
     """One simulated dataset, its configuration and truth."""
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.model.config import ModelConfig
+    from bayes_dualeval.model.simulate import simulate
 
     kind, _, rest = scenario.partition(":")
     lik, _, level = rest.partition(":")

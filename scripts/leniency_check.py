@@ -31,9 +31,9 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 def one(models: int, items: int, offset_sd: float, seed: int, spec: str) -> dict:
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.runs.fit import fit
 
     static, arena, truth = simulate(

@@ -37,9 +37,9 @@ from scipy import stats
 
 def one(truth_link, guess, fit_link, prior, n_models, n_items, seed) -> dict:
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.sampling import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.posterior.summaries import draws_of
     from bayes_dualeval.runs.fit import fit
 

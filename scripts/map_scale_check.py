@@ -43,10 +43,10 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from bayes_dualeval.data.dataset import Dataset, load
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.sampling import SamplerSettings, run_map
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs, select_kinds
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.runs.fit import fit
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"

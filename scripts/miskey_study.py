@@ -1,6 +1,6 @@
 """Are planted reversed keys flagged ``miskeyed`` in items.csv? Recall and precision by shape.
 
-Each seed simulates static data (``bayes_dualeval.data.simulate``, seeds 3000+ so the tests'
+Each seed simulates static data (``bayes_dualeval.model.simulate``, seeds 3000+ so the tests'
 seeds are not reused), reverses the key of ``--share`` of the questions (every label of the
 item becomes ``1 - y``), fits the default 2PL (SVI unless ``--sampler``) and scores the
 ``miskeyed`` flag of :func:`bayes_dualeval.checks.item_table` against the planted items.
@@ -38,9 +38,9 @@ def reverse_keys(static: pd.DataFrame, share: float, rng) -> set[str]:
 def one(shape: str, seed: int, args) -> dict:
     from bayes_dualeval.checks import item_table
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.runs.fit import fit
 
     n_models, n_items = (int(v) for v in shape.split("x"))

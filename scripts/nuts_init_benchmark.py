@@ -30,7 +30,7 @@ import jax  # noqa: E402
 from numpyro.infer import NUTS  # noqa: E402
 
 from bayes_dualeval import load  # noqa: E402
-from bayes_dualeval.errors import PerformanceWarning  # noqa: E402
+from bayes_dualeval.core.errors import PerformanceWarning  # noqa: E402
 from bayes_dualeval.inference import nuts  # noqa: E402
 from bayes_dualeval.inference.settings import SamplerSettings  # noqa: E402
 from bayes_dualeval.model.config import load_spec  # noqa: E402

@@ -16,12 +16,12 @@ import pytest
 from numpyro.infer.util import constrain_fn, initialize_model, potential_energy
 
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.start import init_strategy, level_start
 from bayes_dualeval.model import anchoring
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model
+from bayes_dualeval.model.simulate import simulate
 
 
 @pytest.fixture(scope="module")

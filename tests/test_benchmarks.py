@@ -1,4 +1,4 @@
-"""contamination.csv: the model x benchmark audit (checks/benchmarks.py).
+"""contamination.csv: the model x benchmark audit (checks/benchmark_audit.py).
 
 Three things must hold: the p-values are uniform when the data come from the model (here
 the true parameters stand in for the posterior), a planted leak ranks first with a small
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from bayes_dualeval.checks.benchmarks import benchmark_of, contamination_table
+from bayes_dualeval.checks.benchmark_audit import benchmark_audit, benchmark_of
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.runs.fit import fit
 
@@ -76,7 +76,7 @@ def test_p_values_are_uniform_when_the_model_is_true():
     """400 blocks of 25 cells drawn from the true 2PL: the plug-in mid-p-values are uniform."""
     _, ds, truth = _static(40, 10, 25, seed=3)
     config = ModelConfig(mode="static")
-    table = contamination_table(_truth_posterior(ds, truth, config), ds)
+    table = benchmark_audit(_truth_posterior(ds, truth, config), ds)
     assert len(table) == 400
     p = table["p_value"].to_numpy()
     assert stats.kstest(p, "uniform").pvalue > 0.01
@@ -94,7 +94,7 @@ def test_arena_p_values_are_uniform_when_the_model_is_true():
         ds = Dataset.from_frames(arena=arena, source="bench")
     config = ModelConfig(mode="arena")
     gamma = truth["gamma_reward"] / arena.groupby("source")["reward"].std(ddof=0).mean()
-    table = contamination_table(_truth_posterior(ds, truth, config, gamma=gamma), ds)
+    table = benchmark_audit(_truth_posterior(ds, truth, config, gamma=gamma), ds)
     assert len(table) == 400 and (table["kind"] == "arena").all()
     assert (table["n"] == 20).all()
     p = table["p_value"].to_numpy()
@@ -109,7 +109,7 @@ def test_expected_accuracy_leaves_the_block_out():
     posterior given only the model's other cells (a dense-grid integral here)."""
     _, ds, truth = _static(6, 2, 20, seed=4)
     config = ModelConfig(mode="static")
-    table = contamination_table(_truth_posterior(ds, truth, config), ds)
+    table = benchmark_audit(_truth_posterior(ds, truth, config), ds)
     table = table.set_index(["model", "dataset"])
     m, q, y = ds.static_model, ds.static_item, ds.static_y
     a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
@@ -146,7 +146,7 @@ def test_planted_leak_ranks_first_in_a_multi_draw_fit():
         ds = Dataset.from_frames(static=static, source="bench")
     settings = SamplerSettings(sampler="svi", draws=400, svi_steps=4000, seed=1)
     result = fit(ds, ModelConfig(mode="static"), settings)
-    table = contamination_table(result.idata, result.dataset)
+    table = benchmark_audit(result.idata, result.dataset)
     top = table.iloc[0]
     assert (top["model"], top["dataset"]) == leaked
     assert top["q_value"] < 0.05 and top["excess"] > 0.1
@@ -174,7 +174,7 @@ def test_arena_block_with_planted_rewards_ranks_first():
         ds = Dataset.from_frames(static=static, arena=arena, source="bench")
         config = ModelConfig(mode="both")
         result = fit(ds, config, SamplerSettings(sampler="map", seed=0, progress=False))
-    table = contamination_table(result.idata, result.dataset)
+    table = benchmark_audit(result.idata, result.dataset)
     arena_rows = table[table["kind"] == "arena"]
     assert len(arena_rows) == 24 and (arena_rows["dataset"] == "").all()
     assert (arena_rows["n"] == 30).all()
@@ -197,5 +197,5 @@ def test_prompts_answered_by_one_model_give_no_arena_rows():
         ds = Dataset.from_frames(static=static, arena=arena, source="bench")
     byname = {q.split("::", 1)[1]: v for q, v in truth["items"].items()}
     truth["items"] = {q: byname[q.split("::", 1)[1]] for q in ds.items}
-    table = contamination_table(_truth_posterior(ds, truth, ModelConfig(), gamma=1.0), ds)
+    table = benchmark_audit(_truth_posterior(ds, truth, ModelConfig(), gamma=1.0), ds)
     assert set(table["kind"]) == {"static"} and len(table) == 4 * 3

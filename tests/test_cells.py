@@ -19,7 +19,18 @@ import pytest
 from click.testing import CliRunner
 
 from bayes_dualeval.checks import FLAG_Q, anomalies, by_qvalues
-from bayes_dualeval.checks.audit import (
+from bayes_dualeval.cli.commands import cli
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.data.dataset import Dataset, load
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.simulate import STATIC_SOURCE, simulate, write
+from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.runs import load as run_load
+from bayes_dualeval.runs import output
+from bayes_dualeval.runs.fit import fit
+from bayes_dualeval.runs.selection import ALL, ANOMALY_TOP, anomaly_rows, select_anomalies
+from bayes_dualeval.validation.audit import (
     arena_key,
     auprc,
     auroc,
@@ -30,18 +41,7 @@ from bayes_dualeval.checks.audit import (
     table_score,
     twoway_residual,
 )
-from bayes_dualeval.checks.contamination import contaminate, true_probability
-from bayes_dualeval.cli.commands import cli
-from bayes_dualeval.data.dataset import Dataset, load
-from bayes_dualeval.data.simulate import STATIC_SOURCE, simulate, write
-from bayes_dualeval.errors import ConfigError
-from bayes_dualeval.inference.settings import SamplerSettings
-from bayes_dualeval.model.config import load_spec
-from bayes_dualeval.model.spec import DualEvalModel
-from bayes_dualeval.runs import load as run_load
-from bayes_dualeval.runs import output
-from bayes_dualeval.runs.fit import fit
-from bayes_dualeval.runs.selection import ALL, ANOMALY_TOP, anomaly_rows, select_anomalies
+from bayes_dualeval.validation.contamination import contaminate, true_probability
 
 ALPHAS = (0.01, 0.05, 0.1, 0.2)
 MAP = SamplerSettings(sampler="map", seed=0, progress=False)

@@ -28,16 +28,16 @@ from bayes_dualeval.checks import (
     item_table,
     posterior_predictive,
 )
-from bayes_dualeval.checks.contamination import auroc, contamination_study
+from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import distill
-from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.errors import DataWarning, InputError
 from bayes_dualeval.inference.sampling import SamplerSettings
 from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.runs import output
 from bayes_dualeval.runs.fit import fit
+from bayes_dualeval.validation.contamination import auroc, contamination_study
 
 MAP = SamplerSettings(sampler="map", seed=0)
 NUTS = SamplerSettings(chains=2, warmup=150, draws=150, seed=0, extend=0, progress=False)

@@ -14,8 +14,8 @@ from bayes_dualeval.cli.check import check
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.cli.fit import build_settings, fit
 from bayes_dualeval.cli.simulate import simulate
+from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
-from bayes_dualeval.errors import ConfigError, InputError
 from bayes_dualeval.inference.settings import SamplerSettings, bounds_text
 from bayes_dualeval.model.config import DEFAULT_MODEL, ModelConfig, load_spec
 
@@ -164,7 +164,7 @@ def test_a_changed_default_in_place_reaches_the_generated_option(monkeypatch):
 
 
 def test_simulate_defaults_are_the_simulators():
-    from bayes_dualeval.data.simulate import simulate as simulator
+    from bayes_dualeval.model.simulate import simulate as simulator
 
     defaults = {k: p.default for k, p in inspect.signature(simulator).parameters.items()}
     params = by_name(simulate)

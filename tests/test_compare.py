@@ -13,13 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from bayes_dualeval.cli.commands import cli
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.errors import InputError
 from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior import idata as posterior
 from bayes_dualeval.posterior import loo
 from bayes_dualeval.runs.compare import compare_runs

@@ -49,9 +49,9 @@ def _small_inputs(n_models, n_items, n_prompts):
     import warnings
 
     from bayes_dualeval.data.dataset import Dataset
-    from bayes_dualeval.data.simulate import simulate
     from bayes_dualeval.model.config import load_spec
     from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.simulate import simulate
 
     static, arena, _ = simulate(n_models, n_items, n_prompts, seed=5)
     with warnings.catch_warnings():
@@ -126,7 +126,7 @@ def test_vectorised_chains_on_a_cpu_warn_how_to_run_them_in_parallel():
     """More chains than CPU devices run vectorised (slowly); the warning names the fix."""
     import pytest
 
-    from bayes_dualeval.errors import PerformanceWarning
+    from bayes_dualeval.core.errors import PerformanceWarning
     from bayes_dualeval.inference.nuts import make_mcmc
     from bayes_dualeval.inference.settings import SamplerSettings
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference import nuts
 from bayes_dualeval.inference.nuts import (
     DIVERGENCE_TARGET_ACCEPTS,
@@ -18,6 +17,7 @@ from bayes_dualeval.inference.nuts import (
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior.diagnostics import (
     EBFMI_MIN,
     Verdict,

@@ -14,9 +14,9 @@ import pytest
 from bayes_dualeval.checks import item_table
 from bayes_dualeval.checks.keys import MISKEY_Q, bayes_q
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.runs.fit import fit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -54,7 +54,7 @@ def test_planted_reversed_keys_are_flagged(planted):
 
 def test_key_evidence_ranks_reversed_keys_above_the_correlation(planted):
     """The Bayes factor orders reversed keys at least as well as -key_correlation."""
-    from bayes_dualeval.checks.audit import auprc
+    from bayes_dualeval.validation.audit import auprc
 
     table, truth = planted
     ok = table["key_evidence"].notna().to_numpy()

@@ -11,15 +11,15 @@ from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 from scipy.stats import spearmanr
 
+from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.errors import ConfigError
 from bayes_dualeval.inference import item_integral, mode
 from bayes_dualeval.inference.mode import run_map
 from bayes_dualeval.inference.sampling import SamplerSettings, sample
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model
+from bayes_dualeval.model.simulate import simulate
 
 
 def wide_static(n_models=10, n_items=3000, seed=0):

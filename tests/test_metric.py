@@ -15,12 +15,12 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer.util import potential_energy
 
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference import metric, nuts
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
+from bayes_dualeval.model.simulate import simulate
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 from numpyro.handlers import seed, substitute, trace
 
+from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.errors import ConfigError
 from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 from bayes_dualeval.model.links import log_sigmoid, softplus
 from bayes_dualeval.model.priors import _helmert
+from bayes_dualeval.model.simulate import simulate
 
 
 def small_dataset(n_models=6, n_static=12, n_arena=8, missing=0.2, seed_=3):

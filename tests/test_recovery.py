@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_dualeval.checks.reference import mml_2pl
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior.diagnostics import ESS_MIN, RHAT_MAX, per_parameter
 from bayes_dualeval.runs.fit import fit
+from bayes_dualeval.validation.reference import mml_2pl
 
 
 def _dataset(n_models, n_static, n_arena, seed, missing=0.0, **reward):

@@ -24,13 +24,13 @@ from click.testing import CliRunner
 from scipy import special
 
 from bayes_dualeval.cli.commands import cli
+from bayes_dualeval.core.errors import InputError, ReportWarning
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
-from bayes_dualeval.errors import InputError, ReportWarning
 from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior.diagnostics import convergence, per_parameter
 from bayes_dualeval.posterior.idata import to_inference_data
 from bayes_dualeval.report import document as report
@@ -44,7 +44,7 @@ CHECKER = ROOT / "scripts" / "check_report.py"
 EVIL = "<script>alert(1)</script>"
 RED = 'class="banner banner-error"'
 
-pytestmark = pytest.mark.filterwarnings("error::bayes_dualeval.errors.ReportWarning")
+pytestmark = pytest.mark.filterwarnings("error::bayes_dualeval.core.errors.ReportWarning")
 
 
 # --------------------------------------------------------------------------- helpers

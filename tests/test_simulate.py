@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bayes_dualeval import DataWarning, InputError, load
-from bayes_dualeval.data.simulate import model_names, simulate, write
+from bayes_dualeval.model.simulate import model_names, simulate, write
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

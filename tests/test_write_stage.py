@@ -14,10 +14,10 @@ import pytest
 
 from bayes_dualeval.checks import budget, item_table, posterior_predictive
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import simulate
 from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior import idata as posterior
 from bayes_dualeval.posterior import summaries
 from bayes_dualeval.runs import fit as run

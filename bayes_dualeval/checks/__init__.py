@@ -4,7 +4,7 @@ Public functions: :func:`posterior_predictive` (a :class:`PPC`), :func:`anomalie
 cell table), :func:`item_table`, :func:`calibration_table`, :func:`calibration_error` and
 :func:`by_qvalues` (with :func:`bh_qvalues`). The modules, in the order a check runs:
 
-* :mod:`~bayes_dualeval.checks.draws`: the run's draws, data and recorded specification;
+* :mod:`~bayes_dualeval.checks.fitted`: the run's draws, data and recorded specification;
 * :mod:`~bayes_dualeval.checks.budget`: how many draws a pass affords, and its chunks;
 * :mod:`~bayes_dualeval.checks.static`, :mod:`~bayes_dualeval.checks.arena`,
   :mod:`~bayes_dualeval.checks.reward`: one pass over each kind of data;
@@ -13,7 +13,7 @@ cell table), :func:`item_table`, :func:`calibration_table`, :func:`calibration_e
   and its q-values; :mod:`~bayes_dualeval.checks.items`: the items table;
   :mod:`~bayes_dualeval.checks.calibration`; :mod:`~bayes_dualeval.checks.ppc`: the
   public functions;
-* :mod:`~bayes_dualeval.checks.contamination`, :mod:`~bayes_dualeval.checks.reference`:
+* :mod:`~bayes_dualeval.validation.contamination`, :mod:`~bayes_dualeval.validation.reference`:
   validation studies (planted contamination, a classical 2PL estimator).
 
 The constants are defined in those modules (patch them there, e.g.

@@ -34,8 +34,8 @@ from scipy import special
 
 from bayes_dualeval.checks.budget import PAIR_CHUNK_DRAWS, chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, group_matrix
-from bayes_dualeval.checks.draws import Decisive, FittedRun
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.checks.fitted import Decisive, FittedRun
+from bayes_dualeval.core.errors import InputError
 
 #: Smallest arena dispersion used (guards a degenerate estimate).
 MIN_DISPERSION = 1e-3

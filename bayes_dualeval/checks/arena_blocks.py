@@ -1,7 +1,7 @@
 r"""Arena cells of the model x source audit: rewards on an ability grid.
 
 The arena analogue of the static blocks of
-:func:`~bayes_dualeval.checks.benchmarks.contamination_table`: for every model ``i`` and
+:func:`~bayes_dualeval.checks.benchmark_audit.benchmark_audit`: for every model ``i`` and
 arena source ``s``, the mean normalised reward of the model's cells on the source's prompts
 is compared with the reward predicted for it *with the block left out*.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core.errors import InputError
 
 #: At least this many replicated data sets are drawn (several per draw for short runs and
 #: MAP, where the check is a plug-in check at the point estimate).

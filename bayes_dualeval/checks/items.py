@@ -9,7 +9,7 @@ import pandas as pd
 from scipy import special
 
 from bayes_dualeval.checks.budget import CHUNK_ELEMENTS
-from bayes_dualeval.checks.draws import FittedRun
+from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.checks.keys import MISKEY_Q, key_evidence
 from bayes_dualeval.checks.passes import Checks
 from bayes_dualeval.data.dataset import Dataset

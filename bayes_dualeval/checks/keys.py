@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_dualeval.checks.draws import FittedRun
+from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.model import links
 
 #: Items with ``key_q`` below this are flagged ``miskeyed``.

@@ -17,7 +17,7 @@ import pandas as pd
 from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.arena import ArenaPass, arena_pass
 from bayes_dualeval.checks.cells import cell_table
-from bayes_dualeval.checks.draws import resolve
+from bayes_dualeval.checks.fitted import resolve
 from bayes_dualeval.checks.reward import reward_pass
 from bayes_dualeval.checks.static import StaticPass, static_pass
 

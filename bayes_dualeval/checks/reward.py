@@ -23,7 +23,7 @@ from scipy import special
 from bayes_dualeval.checks.arena import ArenaPass, prompt_ppp
 from bayes_dualeval.checks.budget import chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, group_matrix
-from bayes_dualeval.checks.draws import FittedRun
+from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.model import links
 
 

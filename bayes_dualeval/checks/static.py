@@ -25,7 +25,7 @@ from scipy import special
 
 from bayes_dualeval.checks.budget import chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, group_matrix, segments
-from bayes_dualeval.checks.draws import FittedRun
+from bayes_dualeval.checks.fitted import FittedRun
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +66,7 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
     """Cell checks and, with ``rng``, replicated labels of every static cell.
 
     Works on ``z``, the log-odds of the observed label
-    (:meth:`~bayes_dualeval.checks.draws.FittedRun.label_logodds`), so that small tail
+    (:meth:`~bayes_dualeval.checks.fitted.FittedRun.label_logodds`), so that small tail
     probabilities keep their precision in float32. The probability of the observed label
     (``E[p]`` for a success, ``E[1 - p]`` for a failure) is the posterior mean of
     ``sigmoid(z)``: the cell's ``p_value`` for a success, its ``p_lower`` for a failure.

@@ -66,7 +66,7 @@ def compare(runs, out):
 
     configure("cpu", 1, compile_cache=False)
 
-    from bayes_dualeval.runs import atomic
+    from bayes_dualeval.core import atomic
     from bayes_dualeval.runs.compare import compare_runs
 
     table = compare_runs(runs)

@@ -1,6 +1,6 @@
 """What the commands share: clean error lines, warnings on stderr, the data options.
 
-Library errors (:class:`~bayes_dualeval.errors.DualEvalError`) become one clean line and a
+Library errors (:class:`~bayes_dualeval.core.errors.DualEvalError`) become one clean line and a
 non-zero exit status; warnings are shown as ``warning: ...`` lines on stderr.
 """
 
@@ -13,8 +13,8 @@ import warnings
 import click
 
 from bayes_dualeval.cli.options import SectionOption
+from bayes_dualeval.core.errors import ConfigError, DualEvalError
 from bayes_dualeval.data.dataset import REWARD_NORMS, load
-from bayes_dualeval.errors import ConfigError, DualEvalError
 from bayes_dualeval.runs.selection import ALL, ANOMALY_TOP, anomaly_rows
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -41,7 +41,7 @@ def clean_errors(func):
 
 
 def _show_warnings(caught) -> None:
-    from bayes_dualeval.errors import ConvergenceWarning, DataWarning, ReportWarning
+    from bayes_dualeval.core.errors import ConvergenceWarning, DataWarning, ReportWarning
 
     seen = set()
     for w in caught:

@@ -1,6 +1,6 @@
 """``bayes-dualeval simulate``: write simulated evaluation files with known truth.
 
-The defaults are those of :func:`bayes_dualeval.data.simulate.simulate` (a test holds them
+The defaults are those of :func:`bayes_dualeval.model.simulate.simulate` (a test holds them
 equal); they are written out here because importing the simulator imports JAX, which every
 command would then wait for.
 """
@@ -93,7 +93,7 @@ def simulate(
             --domains 3 --missing 0.1 --seed 7
         bayes-dualeval simulate sim-mc/ --guess 0.25
     """
-    from bayes_dualeval.data import simulate as sim
+    from bayes_dualeval.model import simulate as sim
 
     static, arena, truth = sim.simulate(
         n_models,

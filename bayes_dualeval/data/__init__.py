@@ -1,6 +1,6 @@
 """Data: evaluation files in, a validated :class:`~bayes_dualeval.data.dataset.Dataset` out.
 
-- :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL/CSV/Parquet rows
+- :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL and CSV rows
   (:func:`~bayes_dualeval.data.readers.read_paths`).
 - :mod:`~bayes_dualeval.data.tables`: rows to canonical tables, cleaning, indexing and
   reward normalisation (:func:`~bayes_dualeval.data.tables.normalise_rewards`).
@@ -8,5 +8,4 @@
   and :func:`~bayes_dualeval.data.dataset.load`.
 - :mod:`~bayes_dualeval.data.distill`: arena rewards to soft-labelled pairs
   (:func:`~bayes_dualeval.data.distill.distill`).
-- :mod:`~bayes_dualeval.data.simulate`: simulated evaluations with known truth.
 """

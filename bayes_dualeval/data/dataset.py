@@ -17,6 +17,7 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.data.readers import ReadReport, read_paths
 from bayes_dualeval.data.tables import (
     KINDS,
@@ -25,7 +26,6 @@ from bayes_dualeval.data.tables import (
     dataset_fields,
     frames_to_tables,
 )
-from bayes_dualeval.errors import DataWarning, InputError
 
 __all__ = ["KINDS", "REWARD_NORMS", "Dataset", "load"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core.errors import InputError
 
 DEFAULT_BB_RATIO = 0.15
 DEFAULT_TIE_RATIO = 0.10

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core.errors import InputError
 
 STATIC_FIELDS = ("model_label", "dataset", "sample_index", "correct")
 ARENA_FIELDS = ("model_label", "item_id", "reward")

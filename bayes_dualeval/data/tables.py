@@ -14,8 +14,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.readers import ReadReport, parse_rows
-from bayes_dualeval.errors import InputError
 
 REWARD_NORMS = ("source", "global")
 KINDS = ("static", "arena")

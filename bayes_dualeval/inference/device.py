@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.core.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "gpu")
 

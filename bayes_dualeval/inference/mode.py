@@ -40,7 +40,7 @@ What MAP is not
 ---------------
 It supports the 1PL and 2PL links only: the floors and ceilings of 3PL and 4PL
 (``c_static``, ``d_static``) are per-item parameters that are not integrated out, so
-:func:`run_map` refuses them with a :class:`~bayes_dualeval.errors.ConfigError` (use NUTS
+:func:`run_map` refuses them with a :class:`~bayes_dualeval.core.errors.ConfigError` (use NUTS
 or SVI).
 
 It is not the posterior mean and carries no uncertainty: no intervals, no R-hat. Item
@@ -67,7 +67,7 @@ import numpy as np
 from numpyro.infer.util import constrain_fn, potential_energy
 from scipy.optimize import minimize
 
-from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.inference.draws import Draws, timed
 from bayes_dualeval.inference.item_integral import (
     ITEM_PLATE,

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
-from bayes_dualeval.errors import PerformanceWarning
+from bayes_dualeval.core.errors import PerformanceWarning
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.metric import start_metric, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from bayes_dualeval.fields import bounds_text, check_fields
+from bayes_dualeval.core.fields import bounds_text, check_fields
 
 SAMPLERS = ("nuts", "svi", "map")
 GUIDES = ("normal", "lowrank")

@@ -1,1 +1,1 @@
-"""The statistical model: specifications, inputs, IRT links, priors and likelihood."""
+"""The statistical model: specifications, inputs, IRT links, priors, likelihood, simulator."""

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.core.fields import check_fields
 from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
-from bayes_dualeval.errors import ConfigError
-from bayes_dualeval.fields import check_fields
 
 MODES = ("both", "static", "arena", "bt")
 IRTS = ("2pl", "1pl", "3pl", "4pl")

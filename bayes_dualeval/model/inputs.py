@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
-from bayes_dualeval.errors import ConfigError
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.pilot import centring, prompt_level
 

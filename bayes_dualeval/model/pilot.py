@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.errors import ConfigError
 
 
 def prompt_level(model, item, z, item_group, n_models: int, sweeps: int = 10):

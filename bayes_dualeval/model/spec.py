@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 

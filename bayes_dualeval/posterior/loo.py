@@ -12,7 +12,7 @@ Two posteriors are compared only when they were fitted to the same data
 (:func:`data_fingerprint`: the model and item labels, the static labels and the arena
 rewards, in their stored order) and their values have the same unit (the same arena
 likelihood, pair weights, distillation quantiles and level term); anything else raises
-:class:`~bayes_dualeval.errors.InputError`. Likelihood powers other than one (a tempered
+:class:`~bayes_dualeval.core.errors.InputError`. Likelihood powers other than one (a tempered
 posterior) and both-bad anchoring are allowed, with a warning in the table: PSIS-LOO's
 importance weights assume the untempered posterior.
 
@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.posterior.idata import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR
 
 #: Columns of :func:`compare` (and of ``bayes-dualeval compare --out``).

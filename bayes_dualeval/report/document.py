@@ -14,7 +14,7 @@ Panels that need posterior intervals (rank probabilities, posterior-predictive i
 convergence diagnostics) say why they are skipped for a MAP fit; panels that need item
 parameters for the Bradley-Terry mode; panels that need discriminations for a Rasch (1pl)
 fit. A panel that fails is replaced by a note and a
-:class:`~bayes_dualeval.errors.ReportWarning`, so one broken panel never costs the report.
+:class:`~bayes_dualeval.core.errors.ReportWarning`, so one broken panel never costs the report.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from bayes_dualeval.errors import ReportWarning
+from bayes_dualeval.core import atomic
+from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import FIGURES_DIR, Markup
 from bayes_dualeval.report.panels import FIGURES, PANELS, SECTIONS, Panel, header
-from bayes_dualeval.runs import atomic
 
 HTML_FILE = "report.html"
 MD_FILE = "report.md"

@@ -4,6 +4,5 @@
   :class:`~bayes_dualeval.runs.fit.FitResult`; the staged, atomic run folder;
 * :mod:`~bayes_dualeval.runs.output`: the checks and tables computed once per result
   (``tabulate``), the CSV files, the report (``write``, ``rewrite``) and the terminal table;
-* :mod:`~bayes_dualeval.runs.load`: a run folder read back into a ``FitResult``;
-* :mod:`~bayes_dualeval.runs.atomic`: files written so that a failure leaves none half-written.
+* :mod:`~bayes_dualeval.runs.load`: a run folder read back into a ``FitResult``.
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core.errors import InputError
 
 
 def sampler_notes(diagnostics: dict, n_draws: int | None = None) -> list[str]:

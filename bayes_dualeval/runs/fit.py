@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayes_dualeval import __version__
+from bayes_dualeval.core import atomic
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
-from bayes_dualeval.errors import InputError
 from bayes_dualeval.inference.compiled import release_if_crowded
 from bayes_dualeval.inference.sampling import check_supported, sample
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs, select_kinds
-from bayes_dualeval.runs import atomic
 
 if TYPE_CHECKING:
     import pandas as pd

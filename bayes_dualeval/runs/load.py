@@ -19,8 +19,8 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.errors import InputError
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.spec import DualEvalModel

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.checks import FLAG_Q, item_table, posterior_predictive
-from bayes_dualeval.checks.benchmarks import contamination_table
-from bayes_dualeval.errors import ReportWarning
+from bayes_dualeval.checks.benchmark_audit import benchmark_audit
+from bayes_dualeval.core import atomic
+from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.posterior.summaries import leaderboard, pairwise
-from bayes_dualeval.runs import atomic
 from bayes_dualeval.runs.fit import FitResult, write_diagnostics, write_run
 from bayes_dualeval.runs.selection import ANOMALY_TOP, anomaly_rows, select_anomalies
 
@@ -41,7 +41,7 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
     static data or arena rewards, ``contamination`` (one row per model and benchmark, and
     per model and arena source:
-    :func:`~bayes_dualeval.checks.benchmarks.contamination_table`). ``result.diagnostics``
+    :func:`~bayes_dualeval.checks.benchmark_audit.benchmark_audit`). ``result.diagnostics``
     records the level, the ``anomalies`` setting and the checks' summary.
 
     Parameters
@@ -86,7 +86,7 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     static = len(dataset.static_y) and result.config.mode in ("both", "static")
     arena = len(dataset.arena_z) and result.config.mode in ("both", "arena")
     if static or arena:
-        result.tables["contamination"] = contamination_table(idata, dataset, ci=ci)
+        result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies
     result.diagnostics["ppc"] = ppc.summary
@@ -171,7 +171,7 @@ def write_report_safely(result: FitResult, run_dir: Path) -> list[Path]:
 
     The run folder is complete before the report starts, so a report that cannot be
     written (a bug, a full disk) costs only the report: a
-    :class:`~bayes_dualeval.errors.ReportWarning` says how to rebuild it.
+    :class:`~bayes_dualeval.core.errors.ReportWarning` says how to rebuild it.
     """
     from bayes_dualeval.report import document
 

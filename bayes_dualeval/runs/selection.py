@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.core.errors import ConfigError
 
 #: ``anomalies.csv`` keeps this many of the most surprising cells by default (and every
 #: cell flagged by its q-value).

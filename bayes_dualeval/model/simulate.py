@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.errors import InputError
+from bayes_dualeval.core import atomic
+from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.model import links
-from bayes_dualeval.runs import atomic
 
 MODEL_NAMES = (
     "atlas-70b", "borealis-8b", "cirrus-34b", "delta-13b", "ember-7b", "fjord-405b",

@@ -7,7 +7,7 @@ are scored. :func:`contamination_study` returns the AUROC of the order of the an
 table (:func:`bayes_dualeval.checks.anomalies`: smallest one-sided p-value first) against
 the simple baseline ``y (1 - acc_model * acc_item)`` of empirical accuracies. Used by
 ``tests/test_checks.py`` and ``scripts/contamination_study.py``; the ranking metrics and
-the arena planting are in :mod:`~bayes_dualeval.checks.audit`.
+the arena planting are in :mod:`~bayes_dualeval.validation.audit`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.checks.audit import auroc, table_score
 from bayes_dualeval.checks.ppc import anomalies
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.data.simulate import STATIC_SOURCE, simulate
 from bayes_dualeval.model import links
+from bayes_dualeval.model.simulate import STATIC_SOURCE, simulate
+from bayes_dualeval.validation.audit import auroc, table_score
 
 __all__ = ["auroc", "baseline_score", "contaminate", "contamination_study", "true_probability"]
 
@@ -30,7 +30,7 @@ def true_probability(truth: dict, models, items) -> np.ndarray:
     Parameters
     ----------
     truth : dict
-        The truth of :func:`bayes_dualeval.data.simulate.simulate`.
+        The truth of :func:`bayes_dualeval.model.simulate.simulate`.
     models, items : array_like of str
         Model labels and item ids of the cells.
     """
@@ -51,7 +51,7 @@ def contaminate(
     Parameters
     ----------
     static : pandas.DataFrame
-        Static rows from :func:`bayes_dualeval.data.simulate.simulate`.
+        Static rows from :func:`bayes_dualeval.model.simulate.simulate`.
     truth : dict
         Its truth.
     share : float

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
-from bayes_dualeval.errors import ConfigError, InputError
 from bayes_dualeval.model import links
 from bayes_dualeval.model.inputs import select_kinds
 from bayes_dualeval.model.likelihood import pair_win_probability

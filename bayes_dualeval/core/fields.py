@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from bayes_dualeval.errors import ConfigError
+from bayes_dualeval.core.errors import ConfigError
 
 
 def check_fields(obj) -> None:

@@ -65,7 +65,7 @@ def benchmark_of(items: np.ndarray) -> np.ndarray:
     return names.str.rsplit("_", n=1).str[0].to_numpy()
 
 
-def contamination_table(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
+def benchmark_audit(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
     """One row per (model, source, dataset) static block and (model, source) arena block.
 
     Most suspicious first.
@@ -170,7 +170,7 @@ class StaticCells:
 
 
 def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, ci: float):
-    """Rows of :func:`contamination_table` without ``q_value``, unsorted.
+    """Rows of :func:`benchmark_audit` without ``q_value``, unsorted.
 
     Every block of every cell kind, each with the ability's posterior given the model's
     other cells (of every kind).
