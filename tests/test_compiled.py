@@ -1,5 +1,8 @@
 """Compiled programs: few per fit, and released before a process runs out of memory maps."""
 
+import io
+import mmap
+
 import jax
 import numpy as np
 
@@ -19,11 +22,76 @@ def test_programs_are_released_only_when_the_maps_are_crowded(monkeypatch):
     assert compiled.release_if_crowded(unknown=True) is True and cleared == [1, 1]
 
 
-def test_memory_maps_reads_this_process():
-    maps = compiled.memory_maps()
-    if maps is not None:  # Linux
-        used, limit = maps
-        assert 0 < used < limit
+PROC_MAPS = "/proc/self/maps"
+MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
+
+
+def _proc(files: dict):
+    """An ``open`` that serves ``files`` (path -> bytes) and finds nothing else."""
+
+    def opener(path, mode="r", *args, **kwargs):
+        if str(path) not in files:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        data = files[str(path)]
+        return io.BytesIO(data) if "b" in mode else io.StringIO(data.decode())
+
+    return opener
+
+
+def _readable(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError:
+        return False
+    return True
+
+
+def test_memory_maps_reads_this_process(tmp_path, monkeypatch):
+    # how the files are read, on every platform (memory_maps opens them by name)
+    maps = b"00400000-00452000 r-xp 0 08:02 1 /bin/x\n" * 3 + b"7ff0-7ff1 rw-p 0 0 0\n"
+    monkeypatch.setattr(
+        compiled, "open", _proc({PROC_MAPS: maps, MAX_MAP_COUNT: b"65530\n"}), raising=False
+    )
+    assert compiled.memory_maps() == (4, 65530)
+    # the documented fallback, None, where either file is missing or the limit unreadable
+    for files in ({MAX_MAP_COUNT: b"65530\n"}, {PROC_MAPS: maps}, {}):
+        monkeypatch.setattr(compiled, "open", _proc(files), raising=False)
+        assert compiled.memory_maps() is None, sorted(files)
+    monkeypatch.setattr(
+        compiled, "open", _proc({PROC_MAPS: maps, MAX_MAP_COUNT: b"unlimited\n"}), raising=False
+    )
+    assert compiled.memory_maps() is None
+    monkeypatch.delattr(compiled, "open")
+
+    maps_now = compiled.memory_maps()
+    if not (_readable(PROC_MAPS) and _readable(MAX_MAP_COUNT)):  # not Linux: the fallback
+        assert maps_now is None
+        return
+    # Linux: this process's count, below the kernel's limit, and it follows new maps
+    used, limit = maps_now
+    assert type(used) is int and type(limit) is int
+    with open(MAX_MAP_COUNT) as fh:
+        assert limit == int(fh.read())
+    assert 0 < used < limit
+    n = 16  # separate files: their maps cannot merge into one
+    handles, views = [], []
+    try:
+        for k in range(n):
+            path = tmp_path / f"page{k}"
+            path.write_bytes(b"x" * mmap.PAGESIZE)
+            handles.append(open(path, "r+b"))  # closed below
+            views.append(mmap.mmap(handles[-1].fileno(), mmap.PAGESIZE))
+        mapped, _ = compiled.memory_maps()
+    finally:
+        for view in views:
+            view.close()
+        for fh in handles:
+            fh.close()
+    released, _ = compiled.memory_maps()
+    # other threads may map or unmap a little meanwhile: half of the new maps must show
+    assert mapped >= used + n // 2
+    assert released <= mapped - n // 2
 
 
 def _lowered_during(run):

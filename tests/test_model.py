@@ -1,7 +1,14 @@
 """The model's terms: stable primitives, precomputed coefficients, pointwise = joint."""
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 import warnings
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from numpyro.handlers import seed, substitute, trace
+from numpyro.infer import Predictive
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
@@ -16,7 +24,7 @@ from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 from bayes_dualeval.model.links import log_sigmoid, softplus
-from bayes_dualeval.model.priors import _helmert
+from bayes_dualeval.model.priors import _helmert, abilities
 from bayes_dualeval.model.simulate import simulate
 
 
@@ -39,10 +47,55 @@ def test_log_sigmoid_matches_reference_and_gradient():
 
 @pytest.mark.parametrize("m", [2, 3, 7, 40])
 def test_helmert_is_orthonormal_sum_to_zero_basis(m):
-    h = _helmert(m)
-    assert h.shape == (m, m - 1)
+    """The abilities' basis and what the prior builds with it (docs/model.md).
+
+    ``theta = theta_mean + H z``, ``theta_mean ~ N(0, s / sqrt(M))``, ``z ~ N(0, s)`` must
+    be exactly the iid ``N(0, s)`` prior, with ``theta_mean`` the mean ability.
+    """
+    h = np.asarray(_helmert(m), np.float64)
+    ones = np.ones(m)
+    # an orthonormal basis of all the vectors that sum to zero (float32: 1e-6)
+    assert h.shape == (m, m - 1) and np.all(np.isfinite(h))
     np.testing.assert_allclose(h.T @ h, np.eye(m - 1), atol=1e-6)
-    np.testing.assert_allclose(h.sum(axis=0), 0.0, atol=1e-6)
+    np.testing.assert_allclose(ones @ h, 0.0, atol=1e-6)
+    np.testing.assert_allclose(h @ h.T, np.eye(m) - 1.0 / m, atol=1e-6)
+
+    # the abilities the model builds through it, at a prior draw
+    scale = 1.7
+    inputs, config = SimpleNamespace(n_models=m), ModelConfig(theta_scale=scale)
+    with trace() as tr, seed(rng_seed=5):
+        returned = abilities(inputs, config)
+    theta = np.asarray(tr["theta"]["value"], np.float64)
+    theta_mean = float(tr["theta_mean"]["value"])
+    z = np.asarray(tr["theta_contrast"]["value"], np.float64)
+    assert theta.shape == (m,) and z.shape == (m - 1,)
+    np.testing.assert_array_equal(returned[0], tr["theta"]["value"])
+    assert float(returned[1]) == theta_mean
+    np.testing.assert_allclose(theta, theta_mean + h @ z, atol=1e-5 * scale)
+    np.testing.assert_allclose(theta.mean(), theta_mean, atol=1e-5 * scale)  # its mean
+    np.testing.assert_allclose((theta - theta_mean).sum(), 0.0, atol=1e-4 * scale)
+    # an isometry: the contrasts keep their length, so z's scale is the abilities' scale
+    np.testing.assert_allclose(np.linalg.norm(theta - theta_mean), np.linalg.norm(z), rtol=1e-5)
+    # the spread items are drawn in units of: sqrt((|z|^2 / s^2 + 1) / M)
+    np.testing.assert_allclose(returned[2], np.sqrt((z @ z / scale**2 + 1) / m), rtol=1e-5)
+
+    # the prior scales: exactly theta ~ N(0, s) iid
+    prior_mean, prior_z = tr["theta_mean"]["fn"], tr["theta_contrast"]["fn"]
+    assert float(prior_mean.mean) == 0.0 and np.all(np.asarray(prior_z.mean) == 0.0)
+    sd_mean = float(np.sqrt(prior_mean.variance))
+    sd_z = np.broadcast_to(np.sqrt(np.asarray(prior_z.variance, np.float64)), (m - 1,))
+    np.testing.assert_allclose(sd_mean, scale / np.sqrt(m), rtol=1e-6)
+    np.testing.assert_allclose(sd_z, scale, rtol=1e-6)
+    cov = sd_mean**2 * np.outer(ones, ones) + h @ np.diag(sd_z**2) @ h.T
+    np.testing.assert_allclose(cov, scale**2 * np.eye(m), atol=1e-5 * scale**2)
+    # and so are its draws (seeded; 20000 draws: each covariance within 6 standard errors)
+    n = 20_000
+    draws = Predictive(abilities, num_samples=n)(jax.random.PRNGKey(0), inputs, config)
+    sample = np.asarray(draws["theta"], np.float64)
+    np.testing.assert_allclose(sample.mean(axis=0), 0.0, atol=6 * scale / np.sqrt(n))
+    np.testing.assert_allclose(
+        np.cov(sample, rowvar=False), scale**2 * np.eye(m), atol=6 * scale**2 * np.sqrt(2 / n)
+    )
 
 
 def _draw_params(inputs, config, key=0):
@@ -232,10 +285,60 @@ def test_specs_load_and_typos_are_errors(tmp_path):
         ModelConfig(mode="joint")
 
 
-def test_models_folder_ships_with_the_package():
-    from bayes_dualeval.model.config import models_dir
+ROOT = Path(__file__).resolve().parent.parent
 
-    assert (models_dir() / "dualeval-2pl.toml").is_file()
+#: Run in the installed layout: which package and spec folder it found, and a named spec.
+INSTALLED_PROBE = """
+import json
+import bayes_dualeval
+from bayes_dualeval.model.config import available_models, load_spec, models_dir
+print(json.dumps({
+    "package": bayes_dualeval.__file__,
+    "models_dir": str(models_dir()),
+    "names": sorted(available_models()),
+    "spec": load_spec("dualeval-2pl").name,
+}))
+"""
+
+
+def test_models_folder_ships_with_the_package(tmp_path):
+    # build the wheel as pip would and look inside it: the checkout's models/ cannot hide
+    # a wheel that lacks them
+    pytest.importorskip("hatchling", reason="building the wheel needs hatchling (test extra)")
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+         "--no-index", "--quiet", "-w", str(wheels)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    (wheel,) = wheels.glob("bayes_dualeval-*.whl")
+    specs = sorted(p.name for p in (ROOT / "models").glob("*.toml"))
+    assert "dualeval-2pl.toml" in specs
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        for name in specs:
+            assert f"bayes_dualeval/_models/{name}" in names, name
+            shipped = zf.read(f"bayes_dualeval/_models/{name}")
+            assert shipped == (ROOT / "models" / name).read_bytes(), name
+        site = tmp_path / "site"
+        zf.extractall(site)
+
+    # installed layout: the package from the unpacked wheel, run from a folder that is not
+    # the checkout, finds its specifications in bayes_dualeval/_models
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    probe = subprocess.run(
+        [sys.executable, "-c", INSTALLED_PROBE],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert Path(found["package"]).is_relative_to(site)
+    assert Path(found["models_dir"]) == site / "bayes_dualeval" / "_models"
+    assert found["names"] == [name.removesuffix(".toml") for name in specs]
+    assert found["spec"] == "dualeval-2pl"
 
 
 @pytest.mark.parametrize(

@@ -354,15 +354,106 @@ def test_modes_report_without_failing_panels(tmp_path, mode, irt, absent, note):
         assert "Arena pairs" not in section_text(text, "ppc")
 
 
-def test_real_fits_of_other_modes(tmp_path):
+def _facts(section: str) -> dict:
+    """The two-column facts table of a section, name -> value."""
+    rows = re.findall(r'<td class="text">([^<]*)</td><td class="text wrap">([^<]*)</td>', section)
+    return dict(rows)
+
+
+def _column(section: str, column: int) -> list:
+    """The cells of one column of a section's (first) table with a header, as text."""
+    body = section[section.index("<tbody>") : section.index("</tbody>")]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    return [re.findall(r"<td[^>]*>([^<]*)</td>", row)[column] for row in rows]
+
+
+#: What each real fit's report must hold: the figures it draws and those its data or
+#: sampler cannot give (MAP: no rank probabilities nor convergence plots), the kind of data
+#: every check panel shows, and the sections that must say why they are skipped.
+MODE_REPORTS = {
+    ("bt", "2pl"): {
+        "figures": {"forest", "ppc_models", "calibration"},
+        "absent": {"wright_map", "icc", "difficulty_discrimination", "ppc_items"},
+        "kind": "arena",
+        "skipped": {a: panels.items.NO_ITEMS for a in ("wright", "icc", "items")},
+    },
+    ("static", "1pl"): {
+        "figures": {"forest", "wright_map", "ppc_models", "ppc_items", "calibration"},
+        "absent": {"icc", "difficulty_discrimination"},
+        "kind": "static",
+        "skipped": {
+            "icc": "Skipped: a Rasch (1pl) fit gives every item the same discrimination",
+            "items": "Skipped: a Rasch (1pl) fit has no discrimination parameters.",
+        },
+    },
+}
+MAP_ONLY_ABSENT = {"rank_heatmap", "rhat_ess", "rank_plots"}
+
+
+def test_real_fits_of_other_modes(tmp_path, monkeypatch):
+    # the check panels' figures: which replicated statistics and calibrations they drew
+    drawn = []
+
+    def spy(name, titles):
+        original = getattr(plots, name)
+
+        def recorded(panel_data, *args, **kwargs):
+            drawn.extend(re.sub(r" \(\d+\)$", "", t) for t in titles(panel_data))
+            return original(panel_data, *args, **kwargs)
+
+        monkeypatch.setattr(plots, name, recorded)
+
+    spy("observed_vs_replicated", lambda ps: [p["title"] for p in ps])
+    spy("calibration", list)
+
     ds = make_dataset(n_models=5, n_static=20, n_arena=8, seed=7)
-    for mode, irt in (("bt", "2pl"), ("static", "1pl")):
+    for (mode, irt), want in MODE_REPORTS.items():
+        drawn.clear()
         config = load_spec("dualeval-2pl").replace(mode=mode, irt=irt)
         result = fit(ds, config, SamplerSettings(sampler="map"))
         out = output.write(result, tmp_path / f"{mode}-{irt}", ci=0.8)
         text = html_of(out)
+        md = (out / report.MD_FILE).read_text(encoding="utf-8")
         assert "could not be drawn" not in text
         assert_self_contained(text)
+        assert f"(mode {mode}, {irt})" in text
+        for anchor, title in report.SECTIONS.items():
+            assert f'<h2 id="{anchor}">{title}</h2>' in text and f"## {title}" in md
+        # the figures of this mode's data, and none of those it has no data for
+        figures = {p.stem for p in (out / report.FIGURES_DIR).glob("*.png")}
+        assert want["figures"] <= figures, (mode, figures)
+        assert not figures & (want["absent"] | MAP_ONLY_ABSENT), (mode, figures)
+        for anchor, note in want["skipped"].items():
+            assert note in section_text(text, anchor), anchor
+            assert note in md, anchor
+        for anchor in {"wright", "icc", "items"} - set(want["skipped"]):
+            assert "Skipped" not in section_text(text, anchor), anchor
+        assert "MAP fit has a single draw" in section_text(text, "ranks")
+        assert "Not applicable: a MAP fit" in section_text(text, "diagnostics")
+
+        # the checks show only the kind of data the mode has
+        kind, other = want["kind"], {"arena": "static", "static": "arena"}[want["kind"]]
+        assert drawn and all(kind in t.lower() and other not in t.lower() for t in drawn), drawn
+        facts = _facts(section_text(text, "ppc"))
+        static_out, arena_out = facts["models outside (static / arena)"].split(" / ")
+        static_cal, arena_cal = facts["calibration error (static / arena)"].split(" / ")
+        if kind == "arena":
+            assert static_out == static_cal == facts["static items outside"] == "\u2013"
+            assert arena_out.endswith("%") and float(arena_cal) >= 0
+            assert float(facts["arena dispersion"]) > 0
+        else:
+            assert arena_out == arena_cal == facts["arena dispersion"] == "\u2013"
+            assert static_out.endswith("%") and float(static_cal) >= 0
+            assert facts["static items outside"].endswith("%")
+        assert set(_column(section_text(text, "anomalies"), 2)) == {kind}
+        audit = section_text(text, "contamination")
+        if kind == "arena":  # no static benchmark to audit, and pairs carry no reward
+            assert "No static benchmarks or arena rewards to audit" in audit
+            assert "<table" not in audit
+        else:
+            blocks = _column(audit, 1)
+            assert blocks and set(blocks) == {"static"}
+            assert all(b.startswith("bench/") for b in _column(audit, 2))  # no arena source
 
 
 def test_many_models_with_long_names(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ Posteriors are synthetic (random draws packaged by the real
 :func:`posterior.to_inference_data`), so nothing here samples.
 """
 
+import dataclasses
 import warnings
 
 import arviz as az
@@ -12,7 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_dualeval.checks import budget, item_table, posterior_predictive
+from bayes_dualeval.checks import (
+    CheckOptions,
+    budget,
+    item_table,
+    passes,
+    posterior_predictive,
+)
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.model.config import load_spec
@@ -54,16 +61,40 @@ def run_data():
     return ds, idata, pairs
 
 
-def test_item_table_reuses_a_matching_ppc(run_data):
+def test_item_table_reuses_a_matching_ppc(run_data, monkeypatch):
     ds, idata, pairs = run_data
-    kw = {"pairs": pairs, "seed": 3, "max_draws": 50}
-    ppc = posterior_predictive(idata, ds, ci=0.9, **kw)
-    reused = item_table(idata, ds, ci=0.8, ppc=ppc, **kw)
-    fresh = item_table(idata, ds, ci=0.8, **kw)
+    options = CheckOptions(seed=3, max_draws=50)
+    ppc = posterior_predictive(idata, ds, pairs, ci=0.9, options=options)
+    # count the passes over the data from here on (each still runs: a spy, not a stub)
+    calls = {"static": 0, "arena": 0}
+
+    def spy(kind, original):
+        def counted(*args, **kwargs):
+            calls[kind] += 1
+            return original(*args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(passes, "static_pass", spy("static", passes.static_pass))
+    monkeypatch.setattr(passes, "arena_pass", spy("arena", passes.arena_pass))
+
+    reused = item_table(idata, ds, ci=0.8, pairs=pairs, options=options, ppc=ppc)
+    assert calls == {"static": 0, "arena": 0}  # the ppc's passes, not new ones
+    fresh = item_table(idata, ds, ci=0.8, pairs=pairs, options=options)
+    assert calls == {"static": 1, "arena": 1}  # without ppc=, each pass runs once
     pd.testing.assert_frame_equal(reused, fresh)
-    # another seed: the ppc's checks do not apply and are not used
-    other = item_table(idata, ds, ci=0.8, ppc=ppc, **{**kw, "seed": 4})
-    pd.testing.assert_frame_equal(other, item_table(idata, ds, ci=0.8, **{**kw, "seed": 4}))
+    # the reused checks fill the item fit of both kinds of item
+    fitted = reused.groupby("kind")["ppp"].count()
+    assert fitted["static"] == ds.n_items - len(ds.arena_items) and fitted["arena"] > 0
+
+    # another seed (or max_draws): the ppc's checks do not apply and are not used
+    for change in ({"seed": 4}, {"max_draws": 40}):
+        other_options = dataclasses.replace(options, **change)
+        before = dict(calls)
+        other = item_table(idata, ds, ci=0.8, pairs=pairs, options=other_options, ppc=ppc)
+        assert calls == {k: v + 1 for k, v in before.items()}, change
+        expected = item_table(idata, ds, ci=0.8, pairs=pairs, options=other_options)
+        pd.testing.assert_frame_equal(other, expected)
 
 
 def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch):
