@@ -1,0 +1,200 @@
+r"""A short form of a bank: the items that carry most of its information.
+
+An item's information is Fisher's, integrated over where the bank's models are *and*
+over the bank's posterior, not taken at point estimates:
+
+.. math::
+
+    \bar I_q = \frac{1}{D M} \sum_{d=1}^{D} \sum_{m=1}^{M}
+        I_q(\theta_{m,d};\, \phi_{q,d}),
+    \qquad
+    I_q(\theta; \phi) = \frac{p'(\theta)^2}{p (1 - p)},
+
+with :math:`p = c + (d - c)\,\sigma(a(\theta - b))` the run's link
+(:func:`bayes_dualeval.model.links.bernoulli_score` gives the information in
+:math:`\eta`; times :math:`a^2` it is the information in :math:`\theta`). Under 1PL and
+2PL this is :math:`a^2 p (1 - p)`. An arena prompt has no answer to guess, so its
+information is the 2PL one, :math:`a^2 p (1 - p)` without asymptotes: a proxy, since a
+prompt speaks through pairs or rewards rather than one Bernoulli label.
+
+:func:`compress` shares the requested number of items among the sources and, within a
+source, stratifies by difficulty (see its notes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.measure.bank import Bank
+from bayes_dualeval.model import links
+
+#: Largest number of floats in one chunk of (draws x models x items).
+CHUNK = 4_000_000
+
+#: Columns of the table :func:`compress` returns.
+COLUMNS = ("item", "source", "kind", "b_mean", "a_mean", "information", "weight")
+
+
+def fisher_information(theta, b, a=None, c=None, d=None):
+    """Fisher information of one Bernoulli label about ``theta``, elementwise.
+
+    Parameters
+    ----------
+    theta, b : array_like
+        Ability and difficulty (broadcast together).
+    a, c, d : array_like, optional
+        Discrimination, floor and ceiling; 1, 0 and 1 when None.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``a^2 p'^2 / (p (1 - p))`` with ``p'`` the derivative in ``eta``.
+    """
+    eta = links.eta(theta, b, a)
+    _, info_eta = links.bernoulli_score(0.0, eta, c, d)
+    return info_eta if a is None else a * a * info_eta
+
+
+def item_information(bank: Bank, items=None) -> np.ndarray:
+    r"""Each item's Fisher information averaged over bank draws and bank models.
+
+    Parameters
+    ----------
+    bank : Bank
+    items : array_like of int, optional
+        Bank item indices; every item when None.
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(items),)
+        :math:`\bar I_q` of the module's formula. Arena prompts use the 2PL information
+        (their floor and ceiling are 0 and 1).
+    """
+    items = np.arange(len(bank.items)) if items is None else np.asarray(items, dtype=int)
+    arena = (bank.items["kind"].to_numpy(dtype=str) == "arena")[items]
+    theta = bank.draws["theta"]
+    n_draws, n_models = theta.shape
+    total = np.zeros(len(items))
+    step = max(1, CHUNK // max(n_models * len(items), 1))
+    for start in range(0, n_draws, step):  # chunks of draws, to bound memory
+        rows = np.arange(start, min(start + step, n_draws))
+        par = bank.parameters(rows, items)
+        c = None if par["c"] is None else np.where(arena, 0.0, par["c"])[:, None, :]
+        d = None if par["d"] is None else np.where(arena, 1.0, par["d"])[:, None, :]
+        a = None if par["a"] is None else par["a"][:, None, :]
+        info = fisher_information(theta[rows][:, :, None], par["b"][:, None, :], a, c, d)
+        total += info.sum(axis=(0, 1))
+    return total / (n_draws * n_models)
+
+
+def _allocate(counts: np.ndarray, n_items: int) -> np.ndarray:
+    """Share ``n_items`` among sources in proportion to their item counts.
+
+    One item per source first (the largest sources when ``n_items`` is smaller than the
+    number of sources), then the rest in proportion to the items each source has left,
+    rounded by largest remainders.
+    """
+    n_sources = len(counts)
+    if n_items < n_sources:
+        out = np.zeros(n_sources, dtype=int)
+        out[np.argsort(-counts, kind="stable")[:n_items]] = 1
+        return out
+    spare = counts - 1
+    rest = n_items - n_sources
+    share = rest * spare / max(spare.sum(), 1)
+    out = np.floor(share).astype(int)
+    left = rest - out.sum()
+    order = np.argsort(-(share - out), kind="stable")
+    out[order[:left]] += 1
+    return out + 1
+
+
+def compress(bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 0) -> pd.DataFrame:
+    r"""The most informative bank items, shared among sources and spread over difficulty.
+
+    Static questions and arena prompts are both candidates.
+
+    Parameters
+    ----------
+    bank : Bank
+    n_items : int
+        Items to keep in all; with ``per_source``, items to keep in each source (a source
+        with fewer items keeps all of them).
+    per_source : bool
+        Keep ``n_items`` per source instead of sharing ``n_items`` among the sources.
+    seed : int
+        Seed that breaks ties in information (items with equal information are ordered
+        at random, reproducibly).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per chosen item, ordered by source and difficulty: ``item, source, kind``,
+        the posterior means ``b_mean`` and ``a_mean`` (1 without a discrimination), the
+        ``information`` of :func:`item_information`, and ``weight``, the number of the
+        source's items each chosen item stands for (``n_source / n_chosen_source``).
+
+    Raises
+    ------
+    InputError
+        When ``n_items`` is below 1 or above the number of bank items (above the largest
+        source's with ``per_source``).
+
+    Notes
+    -----
+    *Sharing among sources*: without ``per_source``, every source gets one item (as far as
+    ``n_items`` allows: the largest sources first), and the rest is shared in proportion
+    to the sources' item counts (largest remainders), so no source is left out of the
+    short form and none is over-represented.
+
+    *Within a source* the items are split into as many difficulty strata as items are to
+    be chosen: equal-count bins of the posterior mean difficulty ``b_mean``. The most
+    informative item of each stratum is kept. Ranking by information alone would pile the
+    choice onto the difficulty region where most bank models sit (the items of largest
+    :math:`\bar I_q` all have ``b`` near the bulk of the abilities), leaving the short
+    form blind to models stronger or weaker than the bank's bulk; stratifying spreads the
+    items over the whole difficulty range of the source, and taking the best item in each
+    stratum still beats a random subset on information (each stratum's best is at least
+    its average, and equal-count strata average to the source's mean).
+    """
+    items = bank.items
+    n_total = len(items)
+    source = items["source"].to_numpy(dtype=str)
+    names, source_index, counts = np.unique(source, return_inverse=True, return_counts=True)
+    limit = int(counts.max()) if per_source else n_total
+    if not 1 <= n_items <= limit:
+        raise InputError(
+            f"n_items must be between 1 and {limit} (the bank's "
+            + ("largest source" if per_source else "items")
+            + f"), got {n_items}"
+        )
+    quota = np.minimum(counts, n_items) if per_source else _allocate(counts, n_items)
+    info = item_information(bank)
+    b_mean = bank.draws["b"].mean(axis=0)
+    a_draws = bank.draws["a"] if "a" in bank.model.item_sites else None
+    a_mean = np.ones(n_total) if a_draws is None else a_draws.mean(axis=0)
+    # rank within source by difficulty -> equal-count strata of quota[source] items
+    rank_b = pd.Series(b_mean).groupby(source_index).rank(method="first").to_numpy() - 1
+    stratum = np.floor(rank_b * quota[source_index] / counts[source_index]).astype(int)
+    tie = np.random.default_rng(seed).random(n_total)
+    order = np.lexsort((tie, -info, stratum, source_index))
+    key = source_index[order] * (n_total + 1) + stratum[order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    chosen = order[first & (quota[source_index[order]] > 0)]
+    chosen = chosen[np.lexsort((b_mean[chosen], source_index[chosen]))]
+    picked = np.bincount(source_index[chosen], minlength=len(names))
+    weight = counts / np.maximum(picked, 1)
+    return pd.DataFrame(
+        {
+            "item": items["item"].to_numpy(dtype=str)[chosen],
+            "source": source[chosen],
+            "kind": items["kind"].to_numpy(dtype=str)[chosen],
+            "b_mean": b_mean[chosen],
+            "a_mean": a_mean[chosen],
+            "information": info[chosen],
+            "weight": weight[source_index[chosen]],
+        },
+        columns=list(COLUMNS),
+    )
