@@ -13,6 +13,7 @@ from bayes_dualeval.cli import options
 from bayes_dualeval.cli.check import check
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.cli.fit import build_settings, fit
+from bayes_dualeval.cli.shared import to_flags
 from bayes_dualeval.cli.simulate import simulate
 from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
@@ -106,7 +107,7 @@ def test_every_sampler_setting_is_an_option_with_the_fields_default_and_help():
         option = params[f.name]
         assert option.opts == ["--" + f.name.replace("_", "-")]
         assert option.default == f.default, f.name
-        assert option.help == f.metadata["help"], f.name
+        assert option.help == to_flags(f.metadata["help"]), f.name
         assert option.show_default
         if "choices" in f.metadata:
             assert list(option.type.choices) == list(f.metadata["choices"])
@@ -122,7 +123,7 @@ def test_every_model_setting_is_an_override_showing_the_default_specs_value():
     for f in fields:
         option = params[f.name]
         assert option.default is None, f.name  # given: overrides the spec; absent: the spec's
-        assert option.help == f.metadata["help"], f.name
+        assert option.help == to_flags(f.metadata["help"]), f.name
         value = getattr(spec, f.name)
         shown = f"{value:g}" if isinstance(value, float) else value
         assert f"[spec: {shown}" in help_text(option), f.name

@@ -1,5 +1,6 @@
 """Convergence diagnostics over every site, energy checks, and drawing more when they fail."""
 
+import json
 import warnings
 from dataclasses import replace
 
@@ -19,7 +20,9 @@ from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior.diagnostics import (
-    EBFMI_MIN,
+    LIMITS,
+    Convergence,
+    ConvergenceLimits,
     Verdict,
     convergence,
     draws_converged,
@@ -47,10 +50,10 @@ def _idata(rng, *, shift_raw=0.0, energy=None, n_steps=None, chains=4, draws=100
 def test_iid_draws_converge_and_every_scalar_is_checked():
     idata = _idata(np.random.default_rng(0))
     conv = convergence(idata, "nuts", max_tree_depth=6)
-    assert conv["converged"], conv["problems"]
-    assert conv["n_parameters"] == 3 + 1 + 5
-    assert conv["max_rhat"] < 1.01 and conv["min_ess_tail"] > 400
-    assert conv["ebfmi_min"] > 1.0  # independent energies: E-BFMI about 2
+    assert conv.converged, conv.problems
+    assert conv.n_parameters == 3 + 1 + 5
+    assert conv.max_rhat < 1.01 and conv.min_ess_tail > 400
+    assert conv.ebfmi_min > 1.0  # independent energies: E-BFMI about 2
     table = per_parameter(idata)
     assert "log_a_raw[2]" in table.index and "sigma_b[0]" in table.index
 
@@ -59,10 +62,10 @@ def test_a_stuck_chain_on_a_raw_site_fails_and_is_named():
     """Raw (non-centred) sites are checked too, not only theta, a and b."""
     idata = _idata(np.random.default_rng(1), shift_raw=1.5)
     conv = convergence(idata, "nuts")
-    assert conv["converged"] is False
-    assert conv["worst"][0]["parameter"] == "log_a_raw[2]"
-    assert conv["worst"][0]["rhat"] > 1.05
-    assert any("R-hat" in p for p in conv["problems"])
+    assert conv.converged is False
+    assert conv.worst[0].parameter == "log_a_raw[2]"
+    assert conv.worst[0].rhat > 1.05
+    assert any("R-hat" in p for p in conv.problems)
 
 
 def test_low_ebfmi_is_a_problem():
@@ -70,11 +73,11 @@ def test_low_ebfmi_is_a_problem():
     walk = np.cumsum(rng.normal(size=(4, 1000)), axis=1) * 0.1  # energy that barely moves
     idata = _idata(rng, energy=walk)
     stats = energy_stats(idata, None)
-    assert stats["ebfmi_min"] < EBFMI_MIN
+    assert stats["ebfmi_min"] < LIMITS.ebfmi_min
     assert len(stats["ebfmi"]) == 4
     conv = convergence(idata, "nuts")
-    assert conv["converged"] is False
-    assert any("E-BFMI" in p for p in conv["problems"])
+    assert conv.converged is False
+    assert any("E-BFMI" in p for p in conv.problems)
 
 
 def test_treedepth_share_counts_draws_at_the_cap_and_is_a_note():
@@ -82,10 +85,10 @@ def test_treedepth_share_counts_draws_at_the_cap_and_is_a_note():
     steps[:, :100] = 63  # 10% at 2**6 - 1
     idata = _idata(np.random.default_rng(3), n_steps=steps)
     conv = convergence(idata, "nuts", max_tree_depth=6)
-    assert conv["treedepth_hit_share"] == pytest.approx(0.1)
-    assert conv["converged"]  # an efficiency note, not a failure
-    assert any("tree depth" in n for n in conv["notes"])
-    assert convergence(idata, "nuts", max_tree_depth=7)["treedepth_hit_share"] == 0.0
+    assert conv.treedepth_hit_share == pytest.approx(0.1)
+    assert conv.converged  # an efficiency note, not a failure
+    assert any("tree depth" in n for n in conv.notes)
+    assert convergence(idata, "nuts", max_tree_depth=7).treedepth_hit_share == 0.0
 
 
 def test_divergences_are_located_and_the_advice_follows_the_target_acceptance():
@@ -102,18 +105,59 @@ def test_divergences_are_located_and_the_advice_follows_the_target_acceptance():
     site = divergence_site(idata)
     assert site["parameter"] == "log_a_raw[3]" and 2.5 < site["sd"] < 3.5
     low = convergence(idata, "nuts", target_accept=0.8)
-    assert low["divergent_site"] == site
-    (problem,) = [p for p in low["problems"] if "divergent" in p]
-    assert "log_a_raw[3]" in problem and "raise --target-accept to 0.99" in problem
+    assert low.divergent_site == site
+    (problem,) = [p for p in low.problems if "divergent" in p]
+    assert "log_a_raw[3]" in problem
+    assert "raise the target acceptance: target_accept=0.99" in problem
     top = convergence(idata, "nuts", target_accept=0.99)
-    (problem,) = [p for p in top["problems"] if "divergent" in p]
-    assert "at target acceptance 0.99" in problem and "raise --target-accept" not in problem
+    (problem,) = [p for p in top.problems if "divergent" in p]
+    assert "at target acceptance 0.99" in problem and "target_accept=" not in problem
+    assert "consider item_prior='independent' or a simpler irt='1pl'" in problem
 
 
 def test_point_estimates_have_no_convergence_verdict():
     idata = _idata(np.random.default_rng(4), chains=1, draws=1)
     conv = convergence(idata, "map")
-    assert conv["converged"] is None and conv["max_rhat"] is None
+    assert conv.converged is None and conv.max_rhat is None
+    assert conv == Convergence()
+
+
+#: The keys of ``diagnostics.json``'s ``convergence`` entry, in their order.
+CONVERGENCE_KEYS = [
+    "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "ebfmi", "ebfmi_min",
+    "treedepth_hit_share", "n_parameters", "worst", "converged", "problems", "notes",
+    "divergent_site",
+]  # fmt: skip
+
+
+def test_the_typed_result_writes_the_same_dict_and_reads_it_back():
+    rng = np.random.default_rng(1)
+    idata = _idata(rng, shift_raw=1.5)
+    idata.sample_stats["diverging"].values[0, :3] = True
+    conv = convergence(idata, "nuts", max_tree_depth=6)
+    data = conv.to_dict()
+    assert list(data) == CONVERGENCE_KEYS
+    assert isinstance(data["ebfmi"], list) and len(data["ebfmi"]) == 4
+    assert isinstance(data["problems"], list) and isinstance(data["worst"][0], dict)
+    assert list(data["worst"][0]) == ["parameter", "rhat", "ess_bulk", "ess_tail"]
+    assert data["divergences"] == 3 and set(data["divergent_site"]) == {"parameter", "sd"}
+    # what diagnostics.json holds reads back into the same result
+    assert Convergence.from_dict(json.loads(json.dumps(data))) == conv
+    assert list(conv.headline()) == list(Convergence.HEADLINE)
+    assert conv.headline()["max_rhat"] == data["max_rhat"]
+    assert list(Convergence().to_dict()) == CONVERGENCE_KEYS
+    assert Convergence.from_dict({"converged": True, "unknown": 1}) == Convergence(converged=True)
+
+
+def test_the_limits_are_one_object_that_the_check_follows():
+    idata = _idata(np.random.default_rng(0))
+    assert convergence(idata, "nuts").converged
+    assert LIMITS == ConvergenceLimits(rhat_max=1.01, ess_min=400, ebfmi_min=0.3)
+    strict = replace(LIMITS, ess_min=10**6)
+    conv = convergence(idata, "nuts", limits=strict)
+    assert conv.converged is False
+    assert any(f"ESS < {10**6}" in p and "draws=2000" in p for p in conv.problems)
+    assert convergence(idata, "nuts", limits=replace(LIMITS, ebfmi_min=10.0)).converged is False
 
 
 #: The last rung of the divergence ladder: from there a round always continues the chains.
@@ -183,11 +227,11 @@ def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
         chains=1, warmup=30, draws=15, extend=2, seed=2, target_accept=TOP, progress=False
     )
     result = fit(ds, ModelConfig(mode="static"), settings)
-    info, conv = result.diagnostics["sampler_info"], result.diagnostics["convergence"]
+    info, conv = result.diagnostics["sampler_info"], result.convergence
     assert len(calls) == 2 and info["interrupted_round"] == 2 and info["rounds"] == 1
     assert result.idata.posterior.sizes["draw"] == 15
-    assert conv["converged"] is False
-    assert conv["problems"][0].startswith("interrupted in round 2: the run holds the draws of 1")
+    assert conv.converged is False
+    assert conv.problems[0].startswith("interrupted in round 2: the run holds the draws of 1")
 
 
 def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):

@@ -123,7 +123,8 @@ def test_map_refuses_links_with_floors_or_ceilings(irt):
     config = load_spec("dualeval-2pl").replace(irt=irt)
     inputs = _joint_inputs(config)
     settings = SamplerSettings(sampler="map")
-    with pytest.raises(ConfigError, match=f"MAP supports --irt 1pl and 2pl, not {irt}: use"):
+    refused = f"MAP supports irt='1pl' and irt='2pl', not irt='{irt}': use sampler='nuts'"
+    with pytest.raises(ConfigError, match=refused):
         sample(inputs, config, settings)
     with pytest.raises(ConfigError, match="MAP supports"):
         run_map(inputs, config, settings)

@@ -15,7 +15,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.simulate import simulate
-from bayes_dualeval.posterior.diagnostics import ESS_MIN, RHAT_MAX, per_parameter
+from bayes_dualeval.posterior.diagnostics import LIMITS, per_parameter
 from bayes_dualeval.runs.fit import fit
 from bayes_dualeval.validation.reference import mml_2pl
 
@@ -58,11 +58,11 @@ def test_joint_nuts_recovers_abilities(joint_fit):
     covered = np.mean((true >= lo) & (true <= hi))
     assert covered >= 0.7  # 10 models: 90% intervals miss at most 3 by chance here
     # the package's own criteria, on the abilities (hyperparameters of this small fixture
-    # stay below ESS_MIN within its draw budget, which diagnostics.json reports as such)
+    # stay below LIMITS.ess_min within its draw budget, which diagnostics.json reports as such)
     table = per_parameter(result.idata).filter(like="theta_centred[", axis=0)
     assert len(table) == ds.n_models
-    assert (table["rhat"] <= RHAT_MAX).all(), table
-    assert (table[["ess_bulk", "ess_tail"]] >= ESS_MIN).all(axis=None), table
+    assert (table["rhat"] <= LIMITS.rhat_max).all(), table
+    assert (table[["ess_bulk", "ess_tail"]] >= LIMITS.ess_min).all(axis=None), table
 
 
 def test_joint_nuts_recovers_arena_difficulties(joint_fit):

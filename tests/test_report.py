@@ -114,7 +114,7 @@ def synthetic_run(
     )
     settings = SamplerSettings(sampler=sampler, chains=chains, draws=draws)
     diagnostics = {
-        "convergence": convergence(idata, sampler),
+        "convergence": convergence(idata, sampler).to_dict(),
         "sampler": settings.to_dict(),
         "sampler_info": {},
         "config": config.to_dict(),

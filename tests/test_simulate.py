@@ -148,7 +148,7 @@ def test_write_refuses_to_overwrite(tmp_path):
     sim = simulate(3, 5, 4, seed=0)
     write(tmp_path, *sim)
     before = (tmp_path / "truth.json").read_text()
-    with pytest.raises(InputError, match="already exists .*--force"):
+    with pytest.raises(InputError, match=r"already exists \(use force=True to overwrite\)"):
         write(tmp_path, *simulate(3, 5, 4, seed=1))
     assert (tmp_path / "truth.json").read_text() == before
     write(tmp_path, *simulate(3, 5, 4, seed=1), force=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+from bayes_dualeval.cli.shared import CONTEXT, clean_errors, to_flags
 
 
 def _unit_line(table) -> str:
@@ -32,7 +32,11 @@ def format_table(table) -> str:
         )
     else:
         lines.append(f"preferred: {choice} (the only run)")
-    lines += [f"warning: {r['run']}: {r['warning']}" for _, r in table.iterrows() if r["warning"]]
+    lines += [
+        f"warning: {r['run']}: {to_flags(r['warning'])}"
+        for _, r in table.iterrows()
+        if r["warning"]
+    ]
     return "\n".join(lines)
 
 

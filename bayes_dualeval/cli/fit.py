@@ -25,6 +25,7 @@ from bayes_dualeval.cli.shared import (
     reward_norm_option,
     say,
     skip_invalid_option,
+    to_flags,
 )
 from bayes_dualeval.inference.device import DEVICES
 from bayes_dualeval.inference.settings import SamplerSettings
@@ -164,20 +165,26 @@ def build_settings(
 
 
 def _tell(result, run_dir, sampler: str, ci: float) -> None:
-    """Print the summary, timings and any convergence warnings of a finished fit."""
+    """Print the summary, timings and any convergence warnings of a finished fit.
+
+    The NOT CONVERGED line, the problems and the notes are the library's: their settings
+    are said as options (:func:`~bayes_dualeval.cli.shared.to_flags`).
+    """
     from bayes_dualeval.runs import output
 
-    click.echo(output.terminal_summary(result, ci=ci))
+    for line in output.terminal_summary(result, ci=ci).split("\n"):
+        click.echo(to_flags(line) if line.startswith("NOT CONVERGED") else line)
     t = result.diagnostics["timings"]
     click.echo(
         f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s, "
         f"sampling {t.get('sampling', 0):.1f}s"
     )
     click.echo(f"wrote {run_dir}")
-    for problem in result.diagnostics["convergence"]["problems"]:
-        click.secho(f"warning: convergence: {problem}", err=True, fg="red")
-    for note in result.diagnostics["convergence"].get("notes", []):
-        click.secho(f"note: {note}", err=True, fg="yellow")
+    conv = result.convergence
+    for problem in conv.problems:
+        click.secho(f"warning: convergence: {to_flags(problem)}", err=True, fg="red")
+    for note in conv.notes:
+        click.secho(f"note: {to_flags(note)}", err=True, fg="yellow")
     info = result.diagnostics["sampler_info"]
     if sampler != "nuts" and info.get("converged") is False:
         click.secho(

@@ -11,6 +11,9 @@ the option everything else: its name (``--`` and the field name with hyphens, un
 * :func:`override_options` gives options that, when given, override one field of a
   configuration (:class:`~bayes_dualeval.model.config.ModelConfig` read from ``--model``);
   their help shows the value they override, ``[spec: VALUE]``.
+
+A help line that names a setting the library's way (:func:`bayes_dualeval.core.fields.setting`)
+is shown with its flag (:func:`bayes_dualeval.cli.shared.to_flags`).
 """
 
 from __future__ import annotations
@@ -158,13 +161,19 @@ def split_values(values: dict, cls) -> tuple[dict, dict]:
     return mine, {k: v for k, v in values.items() if k not in names}
 
 
+def flag(f: dataclasses.Field) -> str:
+    """The option of a field: ``metadata["cli"]``, else ``--`` and its name with hyphens."""
+    return f.metadata.get("cli", "--" + f.name.replace("_", "-"))
+
+
 def _option(f: dataclasses.Field, kind, *, section: str, **kwargs) -> click.Option:
-    meta = f.metadata
-    name = meta.get("cli", "--" + f.name.replace("_", "-"))
+    # imported here: shared imports this module (and the options it makes) first
+    from bayes_dualeval.cli.shared import to_flags
+
     return kind(
-        [name, f.name],
+        [flag(f), f.name],
         type=_click_type(f),
-        help=meta["help"],
+        help=to_flags(f.metadata["help"]),
         section=section,
         **kwargs,
     )

@@ -1,23 +1,105 @@
 """What the commands share: clean error lines, warnings on stderr, the data options.
 
 Library errors (:class:`~bayes_dualeval.core.errors.DualEvalError`) become one clean line and a
-non-zero exit status; warnings are shown as ``warning: ...`` lines on stderr.
+non-zero exit status; warnings are shown as ``warning: ...`` lines on stderr. The library
+names settings as Python does (``draws=2000``, ``sampler='nuts'``:
+:func:`bayes_dualeval.core.fields.setting`); :func:`to_flags` says them as options
+(``--draws 2000``, ``--sampler nuts``) in every such line.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 import warnings
 
 import click
 
-from bayes_dualeval.cli.options import SectionOption
+from bayes_dualeval.cli.options import SectionOption, cli_fields, flag
 from bayes_dualeval.core.errors import ConfigError, DualEvalError
 from bayes_dualeval.data.dataset import REWARD_NORMS, load
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.runs.selection import ALL, ANOMALY_TOP, anomaly_rows
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+#: Keyword arguments of library functions that library messages name and that are options
+#: of a command but not settings fields: ``out`` and ``force`` (``simulate``, ``fit``),
+#: ``device`` (``fit``), ``rescore`` (``score``).
+COMMAND_FLAGS = {
+    "out": "--out", "force": "--force", "device": "--device", "rescore": "--rescore",
+}  # fmt: skip
+
+#: A reference to a setting as :func:`bayes_dualeval.core.fields.setting` writes it: the
+#: name in backquotes, or ``name=value`` with a Python literal (a quoted string, a boolean, a
+#: number).
+_REFERENCE = re.compile(
+    r"`(?P<alone>\w+)`"
+    r"|(?<![\w.])(?P<name>\w+)="
+    r"(?P<value>'[^']*'|\"[^\"]*\"|True|False|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?!\w)"
+)
+
+
+@functools.cache
+def setting_flags() -> dict[str, str]:
+    """The option of every setting a library message may name, by field or keyword name.
+
+    Returns
+    -------
+    dict of str to str
+        The options generated from the fields of
+        :class:`~bayes_dualeval.inference.settings.SamplerSettings` and
+        :class:`~bayes_dualeval.model.config.ModelConfig`
+        (:func:`~bayes_dualeval.cli.options.flag`), and :data:`COMMAND_FLAGS`.
+    """
+    fields = [*cli_fields(SamplerSettings), *cli_fields(ModelConfig)]
+    return {**{f.name: flag(f) for f in fields}, **COMMAND_FLAGS}
+
+
+def to_flags(text: str) -> str:
+    """A library message with its references to settings said as command-line options.
+
+    ``draws=2000`` becomes ``--draws 2000``, ``sampler='nuts'`` ``--sampler nuts``,
+    ``force=True`` the flag ``--force``, and a name in backquotes (`` `max_tree_depth` ``)
+    its option (``--max-tree-depth``). Names that are no setting, and ``name=False``, are
+    left as they are.
+
+    Parameters
+    ----------
+    text : str
+        A message of the library (an error, a warning, a convergence problem or note).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> to_flags("run longer (draws=2000, warmup=2000)")
+    'run longer (--draws 2000, --warmup 2000)'
+    >>> to_flags("consider item_prior='independent'; `max_tree_depth` raises the cap")
+    'consider --item-prior independent; --max-tree-depth raises the cap'
+    """
+    flags = setting_flags()
+
+    def say(match: re.Match) -> str:
+        name = match["alone"] or match["name"]
+        if name not in flags:
+            return match[0]
+        if match["alone"]:
+            return flags[name]
+        value = match["value"]
+        if value == "True":
+            return flags[name]
+        if value == "False":
+            return match[0]
+        if value[0] in "'\"":  # a string: the option takes it unquoted
+            value = value[1:-1]
+        return f"{flags[name]} {value}"
+
+    return _REFERENCE.sub(say, text)
 
 
 def clean_errors(func):
@@ -30,7 +112,7 @@ def clean_errors(func):
             try:
                 return func(*args, **kwargs)
             except DualEvalError as exc:
-                raise click.ClickException(str(exc)) from None
+                raise click.ClickException(to_flags(str(exc))) from None
             except OSError as exc:
                 text = f"{exc.filename or ''}: {exc.strerror or exc}"
                 raise click.ClickException(text) from None
@@ -47,7 +129,7 @@ def _show_warnings(caught) -> None:
     for w in caught:
         if not issubclass(w.category, (DataWarning, ConvergenceWarning, ReportWarning)):
             continue
-        text = str(w.message)
+        text = to_flags(str(w.message))
         if text in seen:
             continue
         seen.add(text)

@@ -4,6 +4,11 @@ A field's ``metadata`` may hold ``help``, ``section``, ``choices`` and the bound
 ``max`` (with ``min_open`` / ``max_open`` for strict ones). The command line builds its
 options from them (:mod:`bayes_dualeval.cli.options`) and :func:`check_fields` validates
 an instance against them, so a default, a range or a help line is written in one place.
+
+Messages of the library name a setting as a Python user writes it, through
+:func:`setting` (``draws=2000``, ``sampler='nuts'``, ``max_tree_depth`` in backquotes),
+never as a command-line flag: the command line rewrites these references into its own
+options (:func:`bayes_dualeval.cli.shared.to_flags`).
 """
 
 from __future__ import annotations
@@ -64,3 +69,42 @@ def bounds_text(meta) -> str:
         return f"less than {high}" if high_open else f"at most {high}"
     left, right = "(" if low_open else "[", ")" if high_open else "]"
     return f"in {left}{low:g}, {high:g}{right}"
+
+
+def setting(name: str, value=None) -> str:
+    """A setting as library messages name it: ``name=value``, or the name in backquotes.
+
+    The one spelling of a reference to a setting (a field of
+    :class:`~bayes_dualeval.model.config.ModelConfig` or
+    :class:`~bayes_dualeval.inference.settings.SamplerSettings`, or a keyword argument of a
+    library function such as ``out`` or ``force``) in an error, a warning or a
+    convergence problem; the command line turns it into its flag.
+
+    Parameters
+    ----------
+    name : str
+        The field or keyword name, as in Python (``max_tree_depth``).
+    value : optional
+        A value to suggest, written as Python writes it (``repr``: strings quoted); None
+        names the setting alone.
+
+    Returns
+    -------
+    str
+        ``name=value`` (``draws=2000``, ``sampler='nuts'``, ``force=True``), or the
+        name in backquotes when no value is given.
+
+    Examples
+    --------
+    >>> setting("draws", 2000)
+    'draws=2000'
+    >>> setting("item_prior", "independent")
+    "item_prior='independent'"
+    >>> setting("max_tree_depth")
+    '`max_tree_depth`'
+    """
+    if value is None:
+        return f"`{name}`"
+    if hasattr(value, "item"):  # a NumPy scalar: its Python value, not np.float64(...)
+        value = value.item()
+    return f"{name}={value!r}"

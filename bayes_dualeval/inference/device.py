@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.core.fields import setting
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -66,5 +67,5 @@ def configure(device: str = "auto", chains: int = 1, *, compile_cache: bool = Tr
         except RuntimeError:
             gpus = []
         if not gpus:
-            raise ConfigError("--device gpu was asked for, but JAX finds no GPU")
+            raise ConfigError(f"{setting('device', 'gpu')} was asked for, but JAX finds no GPU")
         jax.config.update("jax_default_device", gpus[0])

@@ -68,6 +68,7 @@ from numpyro.infer.util import constrain_fn, potential_energy
 from scipy.optimize import minimize
 
 from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.inference.draws import Draws, timed
 from bayes_dualeval.inference.item_integral import (
     ITEM_PLATE,
@@ -102,9 +103,10 @@ def check_map_supports(config: ModelConfig) -> None:
         items).
     """
     if config.mode != "bt" and links.get(config.irt).asymptotes:
+        supported = " and ".join(setting("irt", irt) for irt in MAP_LINKS)
         raise ConfigError(
-            f"MAP supports --irt {' and '.join(MAP_LINKS)}, not {config.irt}: "
-            "use --sampler nuts or svi"
+            f"MAP supports {supported}, not {setting('irt', config.irt)}: "
+            f"use {setting('sampler', 'nuts')} or {setting('sampler', 'svi')}"
         )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from bayes_dualeval.core.fields import bounds_text, check_fields
+from bayes_dualeval.core.fields import bounds_text, check_fields, setting
 
 SAMPLERS = ("nuts", "svi", "map")
 GUIDES = ("normal", "lowrank")
@@ -111,7 +111,8 @@ class SamplerSettings:
     map_steps: int = _setting(80, "Most 250-step optimisation windows of MAP.", _SVI, min=1)
     extend: int = _setting(
         2,
-        "NUTS: while the convergence check fails, up to this many more rounds of --draws.",
+        "NUTS: while the convergence check fails, up to this many more rounds of "
+        f"{setting('draws')}.",
         _NUTS,
         min=0,
     )

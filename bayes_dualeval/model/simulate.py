@@ -26,6 +26,7 @@ import pandas as pd
 
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.model import links
 
 MODEL_NAMES = (
@@ -230,7 +231,9 @@ def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list
     if not force:
         clash = [p for p in [*targets, truth_path] if p.exists()]
         if clash:
-            raise InputError(f"{clash[0]} already exists (use --force to overwrite)")
+            raise InputError(
+                f"{clash[0]} already exists (use {setting('force', True)} to overwrite)"
+            )
     written = []
     for path, table in targets.items():
         if len(table):

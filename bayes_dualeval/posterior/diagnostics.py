@@ -6,23 +6,197 @@ variable in the posterior: the sampled sites (raw, non-centred coordinates and t
 hyperparameters included) and the deterministic ones users read (``theta``, ``a``, ``b``).
 Energy diagnostics (E-BFMI, Betancourt 2016) and the share of transitions that hit the tree
 depth cap say whether the sampler could explore at all.
+
+The limits are held once, in :data:`LIMITS` (a :class:`ConvergenceLimits`);
+:func:`convergence` returns a :class:`Convergence`, whose :meth:`Convergence.to_dict` is
+the ``convergence`` entry of ``diagnostics.json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import arviz as az
 import numpy as np
 import pandas as pd
 
-RHAT_MAX = 1.01
-ESS_MIN = 400
-#: E-BFMI below this in any chain means the momentum resampling cannot move the energy
-#: enough (heavy tails or a funnel); Stan warns at the same level.
-EBFMI_MIN = 0.3
-#: Share of transitions at the tree depth cap above which trajectories are being cut short.
-TREEDEPTH_SHARE_MAX = 0.05
+from bayes_dualeval.core.fields import setting
+
+
+@dataclass(frozen=True)
+class ConvergenceLimits:
+    """The limits of the convergence rule, in one place.
+
+    Attributes
+    ----------
+    rhat_max : float
+        Largest R-hat allowed on any parameter.
+    ess_min : int
+        Smallest bulk and tail effective sample size allowed on any parameter.
+    divergences_max : int
+        Most divergent transitions allowed (none).
+    ebfmi_min : float
+        E-BFMI below this in any chain means the momentum resampling cannot move the energy
+        enough (heavy tails or a funnel); Stan warns at the same level.
+    treedepth_share_max : float
+        Share of transitions at the tree depth cap above which trajectories are being cut
+        short: an efficiency note, not a failure.
+    """
+
+    rhat_max: float = 1.01
+    ess_min: int = 400
+    divergences_max: int = 0
+    ebfmi_min: float = 0.3
+    treedepth_share_max: float = 0.05
+
+
+#: The limits every check of this package applies.
+LIMITS = ConvergenceLimits()
+
+
+@dataclass(frozen=True)
+class ParameterCheck:
+    """R-hat and bulk and tail ESS of one parameter that fails a limit.
+
+    Attributes
+    ----------
+    parameter : str
+        ``name[label]`` as in :func:`per_parameter`.
+    rhat, ess_bulk, ess_tail : float or None
+        Rounded to 4, 1 and 1 digits; None where not finite.
+    """
+
+    parameter: str
+    rhat: float | None = None
+    ess_bulk: float | None = None
+    ess_tail: float | None = None
+
+    def to_dict(self) -> dict:
+        """``parameter``, ``rhat``, ``ess_bulk`` and ``ess_tail``."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """The convergence check of a run: its figures, verdict, problems and notes.
+
+    The defaults are a run the check does not apply to (SVI, MAP, too few draws).
+
+    Attributes
+    ----------
+    max_rhat : float or None
+        Worst R-hat over every scalar (None with one chain or constant draws).
+    min_ess_bulk, min_ess_tail : float or None
+        Lowest bulk and tail ESS over every scalar.
+    divergences : int or None
+        Divergent transitions over all chains.
+    ebfmi : tuple of float or None
+        E-BFMI per chain (None without energies).
+    ebfmi_min : float or None
+        The lowest of ``ebfmi``.
+    treedepth_hit_share : float or None
+        Share of transitions at the tree depth cap (None without a known cap).
+    n_parameters : int or None
+        Scalars checked.
+    worst : tuple of ParameterCheck
+        The parameters that fail, worst first.
+    converged : bool or None
+        None when the sampler gives no such diagnostics.
+    problems : tuple of str
+        Sentences saying what failed and what to try; the run converged when there are
+        none.
+    notes : tuple of str
+        Efficiency remarks that do not make the draws wrong (such as trajectories cut at
+        the depth cap).
+    divergent_site : mapping or None
+        :func:`divergence_site` (``parameter`` and ``sd``), None without divergences.
+    """
+
+    max_rhat: float | None = None
+    min_ess_bulk: float | None = None
+    min_ess_tail: float | None = None
+    divergences: int | None = None
+    ebfmi: tuple[float, ...] | None = None
+    ebfmi_min: float | None = None
+    treedepth_hit_share: float | None = None
+    n_parameters: int | None = None
+    worst: tuple[ParameterCheck, ...] = ()
+    converged: bool | None = None
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    divergent_site: Mapping | None = None
+
+    #: The figures ``diagnostics.json`` also lists at its top level, in this order.
+    HEADLINE = (
+        "max_rhat",
+        "min_ess_bulk",
+        "min_ess_tail",
+        "divergences",
+        "ebfmi_min",
+        "treedepth_hit_share",
+    )
+
+    @property
+    def min_ess(self) -> float | None:
+        """The lower of the bulk and tail ESS (None when neither is known)."""
+        ess = [v for v in (self.min_ess_bulk, self.min_ess_tail) if v is not None]
+        return min(ess, default=None)
+
+    def to_dict(self) -> dict:
+        """The ``convergence`` entry of ``diagnostics.json``: every field, as plain lists.
+
+        Returns
+        -------
+        dict
+            ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``, ``divergences``, ``ebfmi``,
+            ``ebfmi_min``, ``treedepth_hit_share``, ``n_parameters``, ``worst`` (a list of
+            dicts), ``converged``, ``problems``, ``notes`` and ``divergent_site``.
+        """
+        return {
+            "max_rhat": self.max_rhat,
+            "min_ess_bulk": self.min_ess_bulk,
+            "min_ess_tail": self.min_ess_tail,
+            "divergences": self.divergences,
+            "ebfmi": None if self.ebfmi is None else list(self.ebfmi),
+            "ebfmi_min": self.ebfmi_min,
+            "treedepth_hit_share": self.treedepth_hit_share,
+            "n_parameters": self.n_parameters,
+            "worst": [w.to_dict() for w in self.worst],
+            "converged": self.converged,
+            "problems": list(self.problems),
+            "notes": list(self.notes),
+            "divergent_site": None if self.divergent_site is None else dict(self.divergent_site),
+        }
+
+    def headline(self) -> dict:
+        """The figures of :attr:`HEADLINE`, by name (the top of ``diagnostics.json``)."""
+        return {name: getattr(self, name) for name in self.HEADLINE}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Convergence:
+        """Read back :meth:`to_dict` (keys it lacks keep their defaults; others are ignored).
+
+        Parameters
+        ----------
+        data : mapping
+            The ``convergence`` entry of a run's ``diagnostics.json``.
+
+        Returns
+        -------
+        Convergence
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        if values.get("ebfmi") is not None:
+            values["ebfmi"] = tuple(values["ebfmi"])
+        for name in ("problems", "notes"):
+            if name in values:
+                values[name] = tuple(values[name])
+        if "worst" in values:
+            values["worst"] = tuple(ParameterCheck(**w) for w in values["worst"])
+        return cls(**values)
 
 
 def per_parameter(idata) -> pd.DataFrame:
@@ -128,7 +302,8 @@ def convergence(
     *,
     table: pd.DataFrame | None = None,
     target_accept: float | None = None,
-) -> dict:
+    limits: ConvergenceLimits = LIMITS,
+) -> Convergence:
     """Summarise convergence of a run over every posterior variable.
 
     Parameters
@@ -142,71 +317,62 @@ def convergence(
         expensive part).
     target_accept : float, optional
         The target acceptance the draws were made at, for the advice on divergences.
+    limits : ConvergenceLimits, optional
+        Default :data:`LIMITS`.
 
     Returns
     -------
-    dict
-        ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``, ``divergences``, ``ebfmi``,
-        ``ebfmi_min``, ``treedepth_hit_share``, ``n_parameters`` (scalars checked),
-        ``worst`` (the parameters that fail, worst first), ``converged`` (bool, or None
-        when the sampler gives no such diagnostics), ``problems`` (sentences saying what
-        failed and what to try) and ``notes`` (efficiency remarks that do not make the
-        draws wrong, such as trajectories cut at the depth cap), and ``divergent_site``
-        (:func:`divergence_site`, None without divergences).
+    Convergence
+        Its defaults (``converged`` None) unless ``sampler`` is ``"nuts"`` with at least 4
+        draws per chain.
     """
-    out = {
-        "max_rhat": None,
-        "min_ess_bulk": None,
-        "min_ess_tail": None,
-        "divergences": None,
-        "ebfmi": None,
-        "ebfmi_min": None,
-        "treedepth_hit_share": None,
-        "n_parameters": None,
-        "worst": [],
-        "converged": None,
-        "problems": [],
-        "notes": [],
-        "divergent_site": None,
-    }
     post = idata.posterior
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
     if sampler != "nuts" or n_draw < 4:
-        return out
+        return Convergence()
     table = per_parameter(idata) if table is None else table
-    out.update(energy_stats(idata, max_tree_depth))
+    energy = energy_stats(idata, max_tree_depth)
     rhat = table["rhat"].dropna()  # constant draws (a site pinned exactly) give NaN
     bulk, tail = table["ess_bulk"].dropna(), table["ess_tail"].dropna()
     divergences = int(np.asarray(idata.sample_stats["diverging"]).sum())
-    out["divergences"] = divergences
-    out["n_parameters"] = len(table)
-    out["max_rhat"] = round(float(rhat.max()), 4) if len(rhat) else None
-    out["min_ess_bulk"] = round(float(bulk.min()), 1) if len(bulk) else None
-    out["min_ess_tail"] = round(float(tail.min()), 1) if len(tail) else None
-    bad_rhat = rhat[rhat > RHAT_MAX].sort_values(ascending=False)
+    bad_rhat = rhat[rhat > limits.rhat_max].sort_values(ascending=False)
     low_ess = np.minimum(table["ess_bulk"], table["ess_tail"])
-    bad_ess = low_ess[low_ess < ESS_MIN].sort_values()
+    bad_ess = low_ess[low_ess < limits.ess_min].sort_values()
     worst = list(dict.fromkeys([*bad_rhat.index[:5], *bad_ess.index[:5]]))
-    out["worst"] = [
-        {
-            "parameter": k,
-            "rhat": _round(table.at[k, "rhat"], 4),
-            "ess_bulk": _round(table.at[k, "ess_bulk"], 1),
-            "ess_tail": _round(table.at[k, "ess_tail"], 1),
-        }
-        for k in worst
-    ]
-    if divergences:
-        out["divergent_site"] = divergence_site(idata)
-    out["problems"] = _problems(out, n_chain, bad_rhat, bad_ess, divergences, target_accept)
-    out["converged"] = not out["problems"]
-    share = out["treedepth_hit_share"]
-    if share is not None and share > TREEDEPTH_SHARE_MAX:
-        out["notes"].append(
+    site = divergence_site(idata) if divergences else None
+    problems = _problems(
+        n_chain, bad_rhat, bad_ess, divergences, energy["ebfmi_min"], site, target_accept, limits
+    )
+    notes = []
+    share = energy["treedepth_hit_share"]
+    if share is not None and share > limits.treedepth_share_max:
+        notes.append(
             f"{share:.0%} of transitions hit the tree depth cap: trajectories are cut "
-            "short, which costs effective draws; --max-tree-depth raises the cap"
+            f"short, which costs effective draws; {setting('max_tree_depth')} raises the cap"
         )
-    return out
+    return Convergence(
+        max_rhat=round(float(rhat.max()), 4) if len(rhat) else None,
+        min_ess_bulk=round(float(bulk.min()), 1) if len(bulk) else None,
+        min_ess_tail=round(float(tail.min()), 1) if len(tail) else None,
+        divergences=divergences,
+        ebfmi=None if energy["ebfmi"] is None else tuple(energy["ebfmi"]),
+        ebfmi_min=energy["ebfmi_min"],
+        treedepth_hit_share=share,
+        n_parameters=len(table),
+        worst=tuple(
+            ParameterCheck(
+                k,
+                _round(table.at[k, "rhat"], 4),
+                _round(table.at[k, "ess_bulk"], 1),
+                _round(table.at[k, "ess_tail"], 1),
+            )
+            for k in worst
+        ),
+        converged=not problems,
+        problems=tuple(problems),
+        notes=tuple(notes),
+        divergent_site=site,
+    )
 
 
 @dataclass(frozen=True)
@@ -232,7 +398,12 @@ NEED_MARGIN = 0.8
 RHAT_FAR = 1.05
 
 
-def draws_needed(n_draws: int, max_rhat: float | None, min_ess: float | None) -> int | None:
+def draws_needed(
+    n_draws: int,
+    max_rhat: float | None,
+    min_ess: float | None,
+    limits: ConvergenceLimits = LIMITS,
+) -> int | None:
     """Further draws per chain after which continued chains should pass R-hat and ESS.
 
     Both figures improve about in proportion to the draws once the chains have mixed:
@@ -247,6 +418,8 @@ def draws_needed(n_draws: int, max_rhat: float | None, min_ess: float | None) ->
         Draws per chain so far.
     max_rhat, min_ess : float or None
         Worst R-hat and lowest bulk or tail ESS over every site.
+    limits : ConvergenceLimits, optional
+        Default :data:`LIMITS`.
 
     Returns
     -------
@@ -258,13 +431,18 @@ def draws_needed(n_draws: int, max_rhat: float | None, min_ess: float | None) ->
         return None
     factor = max(
         1.0,
-        (max_rhat - 1.0) / (NEED_MARGIN * (RHAT_MAX - 1.0)),
-        ESS_MIN / (NEED_MARGIN * max(min_ess, 1.0)),
+        (max_rhat - 1.0) / (NEED_MARGIN * (limits.rhat_max - 1.0)),
+        limits.ess_min / (NEED_MARGIN * max(min_ess, 1.0)),
     )
     return max(1, int(np.ceil(n_draws * (factor - 1.0))))
 
 
-def draws_verdict(samples: dict, stats: dict, max_tree_depth: int | None = None) -> Verdict:
+def draws_verdict(
+    samples: dict,
+    stats: dict,
+    max_tree_depth: int | None = None,
+    limits: ConvergenceLimits = LIMITS,
+) -> Verdict:
     """Whether raw draws pass :func:`convergence` (the test behind drawing more).
 
     Parameters
@@ -274,6 +452,8 @@ def draws_verdict(samples: dict, stats: dict, max_tree_depth: int | None = None)
     stats : dict of str to numpy.ndarray
         Sampler statistics shaped ``(chain, draw)``, with ``diverging`` and ``energy``.
     max_tree_depth : int, optional
+    limits : ConvergenceLimits, optional
+        Default :data:`LIMITS`.
 
     Returns
     -------
@@ -281,15 +461,14 @@ def draws_verdict(samples: dict, stats: dict, max_tree_depth: int | None = None)
         With ``more`` set when only R-hat or ESS failed (no divergences, E-BFMI fine).
     """
     idata = az.from_dict(posterior=samples, sample_stats=stats)
-    conv = convergence(idata, "nuts", max_tree_depth)
-    if conv["converged"]:
+    conv = convergence(idata, "nuts", max_tree_depth, limits=limits)
+    if conv.converged:
         return Verdict(True)
-    ebfmi = conv["ebfmi_min"]
-    if conv["divergences"] or (ebfmi is not None and ebfmi < EBFMI_MIN):
+    ebfmi = conv.ebfmi_min
+    if conv.divergences or (ebfmi is not None and ebfmi < limits.ebfmi_min):
         return Verdict(False)
-    ess = [v for v in (conv["min_ess_bulk"], conv["min_ess_tail"]) if v is not None]
     n_draws = idata.posterior.sizes["draw"]
-    return Verdict(False, draws_needed(n_draws, conv["max_rhat"], min(ess, default=None)))
+    return Verdict(False, draws_needed(n_draws, conv.max_rhat, conv.min_ess, limits))
 
 
 def draws_converged(samples: dict, stats: dict, max_tree_depth: int | None = None) -> bool:
@@ -302,25 +481,33 @@ def _round(value, digits: int):
 
 
 def _problems(
-    out: dict, n_chain: int, bad_rhat, bad_ess, divergences: int, target_accept=None
+    n_chain: int,
+    bad_rhat: pd.Series,
+    bad_ess: pd.Series,
+    divergences: int,
+    ebfmi_min: float | None,
+    site: dict | None,
+    target_accept: float | None,
+    limits: ConvergenceLimits,
 ) -> list[str]:
+    """What failed and what to try, one sentence per failed limit."""
     problems = []
     if n_chain < 2:
-        problems.append("only one chain: R-hat cannot be computed; run --chains 4")
+        problems.append(f"only one chain: R-hat cannot be computed; run {setting('chains', 4)}")
     if len(bad_rhat):
         problems.append(
-            f"{len(bad_rhat)} parameter(s) have R-hat > {RHAT_MAX} (worst "
+            f"{len(bad_rhat)} parameter(s) have R-hat > {limits.rhat_max} (worst "
             f"{bad_rhat.index[0]} at {bad_rhat.iloc[0]:.3f}): chains disagree; run longer "
-            "(--draws 2000 --warmup 2000), or check the data for models or items with no signal"
+            f"({setting('draws', 2000)}, {setting('warmup', 2000)}), or check the data for "
+            "models or items with no signal"
         )
     if len(bad_ess):
         problems.append(
-            f"{len(bad_ess)} parameter(s) have bulk or tail ESS < {ESS_MIN} (lowest "
-            f"{bad_ess.index[0]} at {bad_ess.iloc[0]:.0f}): draw more (--draws 2000)"
+            f"{len(bad_ess)} parameter(s) have bulk or tail ESS < {limits.ess_min} (lowest "
+            f"{bad_ess.index[0]} at {bad_ess.iloc[0]:.0f}): draw more ({setting('draws', 2000)})"
         )
-    if divergences:
+    if divergences > limits.divergences_max:
         at = "" if target_accept is None else f" at target acceptance {target_accept:g}"
-        site = out.get("divergent_site")
         where = (
             f"; the divergent draws lie furthest out on {site['parameter']} "
             f"({site['sd']:+.1f} posterior sd)"
@@ -328,19 +515,20 @@ def _problems(
             else ""
         )
         if target_accept is None or target_accept < 0.99:
-            advice = "raise --target-accept to 0.99"
+            advice = f"raise the target acceptance: {setting('target_accept', 0.99)}"
         else:
             advice = (
                 "steps this small did not remove them, so the tail is in the posterior "
-                "itself; consider --item-prior independent or a simpler --irt 1pl"
+                f"itself; consider {setting('item_prior', 'independent')} or a simpler "
+                f"{setting('irt', '1pl')}"
             )
         problems.append(
             f"{divergences} divergent transition(s){at}: the sampler met curvature it could "
             f"not follow{where}; {advice}"
         )
-    if out["ebfmi_min"] is not None and out["ebfmi_min"] < EBFMI_MIN:
+    if ebfmi_min is not None and ebfmi_min < limits.ebfmi_min:
         problems.append(
-            f"E-BFMI {out['ebfmi_min']:.2f} < {EBFMI_MIN} in at least one chain: the sampler "
+            f"E-BFMI {ebfmi_min:.2f} < {limits.ebfmi_min} in at least one chain: the sampler "
             "cannot move through the posterior's energy levels (heavy tails or a funnel)"
         )
     return problems

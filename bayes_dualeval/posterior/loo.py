@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.posterior.idata import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR
 
 #: Columns of :func:`compare` (and of ``bayes-dualeval compare --out``).
@@ -139,7 +140,8 @@ def pointwise(idata):
     n_draws = ll.sizes["chain"] * ll.sizes["draw"]
     if n_draws < MIN_DRAWS:
         raise InputError(
-            f"{n_draws} draw(s): PSIS-LOO needs posterior draws (fit with --sampler nuts or svi)"
+            f"{n_draws} draw(s): PSIS-LOO needs posterior draws (fit with "
+            f"{setting('sampler', 'nuts')} or {setting('sampler', 'svi')})"
         )
     return ll.astype(np.float64)
 

@@ -25,24 +25,25 @@ def sampler_notes(diagnostics: dict, n_draws: int | None = None) -> list[str]:
     InputError
         For a point fit (``map``): it has no posterior draws.
     """
+    from bayes_dualeval.posterior.diagnostics import LIMITS, Convergence
+
     sampler = diagnostics.get("sampler", {}).get("sampler")
     if sampler == "map":
         raise InputError("a point fit (map) has no posterior draws for PSIS-LOO")
     notes = []
     if sampler == "svi":
         notes.append("draws from the SVI guide, not the posterior (Pareto k judges the guide)")
-    conv = diagnostics.get("convergence", {})
-    if conv.get("converged") is False:
+    conv = Convergence.from_dict(diagnostics.get("convergence", {}))
+    if conv.converged is False:
         shown = []
-        if conv.get("max_rhat"):
-            shown.append(f"max R-hat {conv['max_rhat']:.2f}")
-        ess = [conv[k] for k in ("min_ess_bulk", "min_ess_tail") if conv.get(k) is not None]
-        if ess and min(ess) < 400:
-            shown.append(f"min ESS {min(ess):.0f}")
-        if conv.get("divergences"):
-            shown.append(f"{conv['divergences']} divergences")
-        if conv.get("ebfmi_min") is not None and conv["ebfmi_min"] < 0.3:
-            shown.append(f"E-BFMI {conv['ebfmi_min']:.2f}")
+        if conv.max_rhat:
+            shown.append(f"max R-hat {conv.max_rhat:.2f}")
+        if conv.min_ess is not None and conv.min_ess < LIMITS.ess_min:
+            shown.append(f"min ESS {conv.min_ess:.0f}")
+        if (conv.divergences or 0) > LIMITS.divergences_max:
+            shown.append(f"{conv.divergences} divergences")
+        if conv.ebfmi_min is not None and conv.ebfmi_min < LIMITS.ebfmi_min:
+            shown.append(f"E-BFMI {conv.ebfmi_min:.2f}")
         shown = ", ".join(shown) or "see diagnostics.json"
         notes.append(f"not converged ({shown}): its elpd is not to be trusted")
     if n_draws is not None:

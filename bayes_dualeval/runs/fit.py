@@ -12,7 +12,7 @@ import json
 import platform
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ import numpy as np
 from bayes_dualeval import __version__
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.inference.compiled import release_if_crowded
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from bayes_dualeval.checks import PPC
+    from bayes_dualeval.posterior.diagnostics import Convergence
 
 POSTERIOR_FILE = "posterior.nc"
 DIAGNOSTICS_FILE = "diagnostics.json"
@@ -87,6 +89,13 @@ class FitResult:
     def converged(self) -> bool | None:
         """True, False, or None when the sampler has no convergence diagnostics."""
         return self.diagnostics["convergence"]["converged"]
+
+    @property
+    def convergence(self) -> Convergence:
+        """The convergence check recorded in :attr:`diagnostics`, as its typed result."""
+        from bayes_dualeval.posterior.diagnostics import Convergence
+
+        return Convergence.from_dict(self.diagnostics.get("convergence", {}))
 
 
 def versions() -> dict:
@@ -189,16 +198,11 @@ def fit(
         target_accept=draws.info.get("target_accept", settings.target_accept),
     )
     if "interrupted_round" in draws.info:
-        _interrupted(conv, draws.info)
+        conv = _interrupted(conv, draws.info)
     info = {k: v for k, v in draws.info.items() if k != "losses"}
     diagnostics = {
-        "max_rhat": conv["max_rhat"],
-        "min_ess_bulk": conv["min_ess_bulk"],
-        "min_ess_tail": conv["min_ess_tail"],
-        "divergences": conv["divergences"],
-        "ebfmi_min": conv["ebfmi_min"],
-        "treedepth_hit_share": conv["treedepth_hit_share"],
-        "convergence": conv,
+        **conv.headline(),
+        "convergence": conv.to_dict(),
         "sampler": settings.to_dict(),
         "sampler_info": info,
         "config": config.to_dict(),
@@ -213,22 +217,18 @@ def fit(
     return FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
 
 
-def _interrupted(conv: dict, info: dict) -> None:
-    """Say in ``conv`` that the user stopped the sampler after ``info["rounds"]`` rounds.
+def _interrupted(conv: Convergence, info: dict) -> Convergence:
+    """``conv``, saying that the user stopped the sampler after ``info["rounds"]`` rounds.
 
     The draws kept are judged like any others: if they pass the check, the interrupt is
     a note; if not, it heads the problems, since more rounds might have fixed them.
     """
-    finished = f"the run holds the draws of {info['rounds']} finished round(s)"
-    if conv["converged"]:
-        conv["notes"].append(f"interrupted in round {info['interrupted_round']}: {finished}")
-    else:
-        conv["problems"].insert(
-            0,
-            f"interrupted in round {info['interrupted_round']}: {finished}; more rounds "
-            "might have converged",
-        )
-        conv["converged"] = False
+    said = f"interrupted in round {info['interrupted_round']}: the run holds the draws of "
+    said += f"{info['rounds']} finished round(s)"
+    if conv.converged:
+        return replace(conv, notes=(*conv.notes, said))
+    problem = f"{said}; more rounds might have converged"
+    return replace(conv, problems=(problem, *conv.problems), converged=False)
 
 
 def _thin(values: np.ndarray, n: int) -> list:
@@ -251,7 +251,7 @@ def check_out_dir(out: str | Path) -> Path:
     """Refuse to write into an existing, non-empty folder (an earlier run is never touched)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out} already exists and is not empty; choose another --out")
+        raise InputError(f"{out} already exists and is not empty; choose another {setting('out')}")
     return out
 
 

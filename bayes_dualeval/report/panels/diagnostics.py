@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.posterior.diagnostics import EBFMI_MIN, ESS_MIN, RHAT_MAX
+from bayes_dualeval.posterior.diagnostics import LIMITS
 from bayes_dualeval.report import plots
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import Markup, num, pct
@@ -57,10 +57,10 @@ def diagnostics(doc: Markup, ctx: ReportContext) -> None:
     per = ctx.result.parameters
     doc.figure(
         "rhat_ess",
-        plots.rhat_ess(per, rhat_max=RHAT_MAX, ess_min=ESS_MIN),
+        plots.rhat_ess(per, rhat_max=LIMITS.rhat_max, ess_min=LIMITS.ess_min),
         f"R-hat (left) and bulk and tail effective sample size (right) of all {len(per)} "
-        f"checked parameters. Every R-hat should be at most {RHAT_MAX} and every ESS at "
-        f"least {ESS_MIN}.",
+        f"checked parameters. Every R-hat should be at most {LIMITS.rhat_max} and every ESS "
+        f"at least {LIMITS.ess_min}.",
     )
     doc.figure(
         "rank_plots",
@@ -85,13 +85,13 @@ def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
         "verdict": {True: "converged", False: "NOT converged", None: "not checked"}[
             conv.get("converged")
         ],
-        "max R-hat": f"{num(conv.get('max_rhat'), '.4f')} (limit {RHAT_MAX})",
-        "min bulk ESS": f"{num(conv.get('min_ess_bulk'), '.0f')} (minimum {ESS_MIN})",
-        "min tail ESS": f"{num(conv.get('min_ess_tail'), '.0f')} (minimum {ESS_MIN})",
+        "max R-hat": f"{num(conv.get('max_rhat'), '.4f')} (limit {LIMITS.rhat_max})",
+        "min bulk ESS": f"{num(conv.get('min_ess_bulk'), '.0f')} (minimum {LIMITS.ess_min})",
+        "min tail ESS": f"{num(conv.get('min_ess_tail'), '.0f')} (minimum {LIMITS.ess_min})",
         "parameters checked": str(conv.get("n_parameters")),
         "divergent transitions": str(conv.get("divergences")),
         **_divergent_site(conv),
-        "lowest E-BFMI": f"{num(conv.get('ebfmi_min'), '.2f')} (minimum {EBFMI_MIN})",
+        "lowest E-BFMI": f"{num(conv.get('ebfmi_min'), '.2f')} (minimum {LIMITS.ebfmi_min})",
         "share at max tree depth": pct(conv.get("treedepth_hit_share")),
         "chains x draws": f"{ctx.n_chain} x {ctx.n_draw} (warm-up {settings.warmup})",
         "target acceptance": _final(info, "target_accept", settings.target_accept),

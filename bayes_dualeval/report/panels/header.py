@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import Markup
 
@@ -36,7 +37,7 @@ def header(doc: Markup, ctx: ReportContext, sections: dict) -> None:
             [
                 "intervals, rank ranges, tiers, rank probabilities, posterior-predictive "
                 "intervals and convergence diagnostics need posterior draws and are skipped",
-                "refit with --sampler nuts for the full posterior",
+                f"refit with {setting('sampler', 'nuts')} for the full posterior",
             ],
         )
     elif ctx.sampler == "svi":
@@ -48,7 +49,7 @@ def header(doc: Markup, ctx: ReportContext, sections: dict) -> None:
             lines.insert(
                 0,
                 "the optimisation did not settle within its step limit "
-                "(raise --svi-steps or use --sampler nuts)",
+                f"(raise {setting('svi_steps')} or use {setting('sampler', 'nuts')})",
             )
         doc.banner("warn", "SVI: approximate posterior.", lines)
     skipped = d.get("data", {}).get("skipped")

@@ -8,18 +8,25 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter
 
+from bayes_dualeval.posterior.diagnostics import LIMITS
 from bayes_dualeval.report.plots.base import BAD, POINT, figure, group_colour, short, tidy
 
 
-def rhat_ess(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 400) -> Figure:
+def rhat_ess(
+    table: pd.DataFrame,
+    *,
+    rhat_max: float = LIMITS.rhat_max,
+    ess_min: float = LIMITS.ess_min,
+) -> Figure:
     """Histograms of R-hat and effective sample sizes over every checked parameter.
 
     Parameters
     ----------
     table : pandas.DataFrame
         One row per parameter: ``rhat``, ``ess_bulk``, ``ess_tail``.
-    rhat_max, ess_min : float
-        Thresholds, drawn as red lines.
+    rhat_max, ess_min : float, optional
+        Thresholds, drawn as red lines; default those of
+        :data:`~bayes_dualeval.posterior.diagnostics.LIMITS`.
 
     Returns
     -------
