@@ -7,7 +7,8 @@ is compared with the reward predicted for it *with the block left out*.
 
 The prediction is the one the arena cell checks use
 (:func:`~bayes_dualeval.checks.reward.reward_stats`): the normalised reward of cell
-``(i, q)`` is ``zbar_q + gamma (p_iq - pbar_q) + e`` (the prompt's mean reward plus the
+``(i, q)`` is ``zbar_q + gamma (p_iq - pbar_q) + e``
+(:func:`~bayes_dualeval.model.likelihood.reward_mean`; the prompt's mean reward plus the
 model's success probability relative to the prompt's mean, on the reward scale ``gamma``;
 also what the pairs likelihood implies, since it models ``z_i - z_j`` by
 ``gamma (p_i - p_j)``). Written for the model's own ability ``t``, with the other models'
@@ -39,6 +40,7 @@ from scipy import special
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
+from bayes_dualeval.model.likelihood import reward_mean
 from bayes_dualeval.model.spec import DualEvalModel
 
 
@@ -93,10 +95,8 @@ class ArenaCells:
             [np.bincount(self.cell_item, weights=row, minlength=k) for row in self._p]
         )
         # each source's own reward scale and noise (rewards are normalised per source)
-        x = self._gamma[:, None] * (
-            self._p - self._sum_p[:, self.cell_item] / self.n_q[self.cell_item]
-        )
-        x = x.mean(axis=0)
+        pbar = self._sum_p[:, self.cell_item] / self.n_q[self.cell_item]
+        x = reward_mean(self._p, pbar, self._gamma[:, None]).mean(axis=0)
         r = self.z - self.zbar[self.cell_item]
         src = self.cell_source
         n_src = len(sources)
@@ -130,7 +130,7 @@ class ArenaCells:
         others = (self._sum_p[k, item] - self._p[k, rows]) / np.maximum(n_q - 1.0, 1.0)
         src = self.cell_source[rows]
         scale = self.slope[src] * self._gamma[k] * (1.0 - 1.0 / n_q)
-        mu = self.zbar[item, None] + scale[:, None] * (p - others[:, None])
+        mu = reward_mean(p, others[:, None], scale[:, None], self.zbar[item, None])
         var = np.broadcast_to((self.s2[src] * self.shrink[rows])[:, None], mu.shape)
         ll = -0.5 * (self.z[rows, None] - mu) ** 2 / np.maximum(var, 1e-12)
         return ll, mu, var

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import sparse, special, stats
+from scipy import special, stats
 
 from bayes_dualeval.checks.arena_blocks import ArenaCells
+from bayes_dualeval.checks.cells import group_matrix
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.spec import DualEvalModel
@@ -187,7 +188,7 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
         block_model.append(owner)
         # the chunks of cells and their (block x cell) indicators, built once for all draws
         rows = [slice(start, start + chunk) for start in range(0, len(kind), chunk)]
-        chunks.append([(r, _grouping(kind.cell_block[r], n_blocks)) for r in rows])
+        chunks.append([(r, group_matrix(kind.cell_block[r], n_blocks)) for r in rows])
         p_values.append(np.zeros(n_blocks))
         rates.append(np.empty((n_blocks, n_draws)))
     for k in range(n_draws):
@@ -229,12 +230,6 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
             )
         )
     return pd.concat(frames, ignore_index=True)
-
-
-def _grouping(codes: np.ndarray, n_groups: int) -> sparse.csr_array:
-    """Sparse (group x element) indicator matrix of ``codes``."""
-    n = len(codes)
-    return sparse.csr_array((np.ones(n), (codes, np.arange(n))), shape=(n_groups, n))
 
 
 def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) -> dict:

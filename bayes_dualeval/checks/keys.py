@@ -46,7 +46,7 @@ import numpy as np
 from scipy import special
 
 from bayes_dualeval.checks.fitted import FittedRun
-from bayes_dualeval.model import links
+from bayes_dualeval.model import item_solve, links
 
 #: Items with ``key_q`` below this are flagged ``miskeyed``.
 MISKEY_Q = 0.2
@@ -131,48 +131,30 @@ def asymptotes(fit: FittedRun, static: np.ndarray) -> tuple[float, float]:
 def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
     """Per-item MAP of ``(log a, b)``: log joint at the mode and ``log det`` of ``J``.
 
-    Damped Fisher scoring on all items at once; ``J`` is the expected information of the
-    labels plus the prior precision (positive definite, so every step ascends for a small
-    enough step, and the Laplace determinant is defined). ``bounds = (c, d)``: the labels
-    follow ``c + (d - c) sigmoid(a (theta - b))``.
+    Damped Fisher scoring on all items at once
+    (:func:`~bayes_dualeval.model.item_solve.fisher_scoring`, steps clipped to
+    :data:`MAX_STEP`); ``J`` is the expected information of the labels plus the prior
+    precision (positive definite, so every step ascends for a small enough step, and the
+    Laplace determinant is defined). ``bounds = (c, d)``: the labels follow
+    ``c + (d - c) sigmoid(a (theta - b))``.
     """
     m_a, s_a, m_b, s_b = prior
-    c, d = bounds
-    plain = c == 0.0 and d == 1.0  # the 2PL: the logistic's own, simpler expressions
-    u = np.full(k, m_a)
-    b = np.full(k, m_b)
+    plain = bounds[0] == 0.0 and bounds[1] == 1.0  # the 2PL: the logistic's own expressions
+    c, d = (None, None) if plain else bounds
 
-    def total(w):
-        return np.bincount(item, weights=w, minlength=k)
+    def predictor(x):  # eta = exp(u) (theta - b) and its derivatives in u and b
+        a = np.exp(x[0])[item]
+        eta = a * (theta - x[1][item])
+        return eta, (eta, -a)
 
-    def score_weights(eta):
-        # score and expected information of the labels in eta:
-        # (y - P) P' / (P (1 - P)) and P'^2 / (P (1 - P)), with P' = (d - c) s (1 - s)
-        s, s_minus = special.expit(eta), special.expit(-eta)
-        if plain:
-            return y - s, s * s_minus
-        p, q = c + (d - c) * s, (1.0 - d) + (d - c) * s_minus
-        slope = (d - c) * s * s_minus
-        return (y - p) * slope / (p * q), slope * slope / (p * q)
-
-    for _ in range(ITERATIONS):
-        a = np.exp(u)[item]
-        x = theta - b[item]
-        r, w = score_weights(a * x)
-        g_u = total(r * a * x) - (u - m_a) / s_a**2
-        g_b = -total(r * a) - (b - m_b) / s_b**2
-        j_uu = total(w * (a * x) ** 2) + 1.0 / s_a**2
-        j_ub = -total(w * a * a * x)
-        j_bb = total(w * a * a) + 1.0 / s_b**2
-        det = j_uu * j_bb - j_ub**2
-        step_u = np.clip((j_bb * g_u - j_ub * g_b) / det, -MAX_STEP, MAX_STEP)
-        step_b = np.clip((j_uu * g_b - j_ub * g_u) / det, -MAX_STEP, MAX_STEP)
-        u, b = u + step_u, b + step_b
-    eta = np.exp(u)[item] * (theta - b[item])
-    log_p, log_q = links.log_probabilities(eta, *((None, None) if plain else bounds))
-    loglik = total(y * log_p + (1.0 - y) * log_q)
+    normal = ((m_a, m_b), (s_a, s_b))
+    (u, b), info = item_solve.fisher_scoring(
+        predictor, y, item, k, normal, iterations=ITERATIONS, max_step=MAX_STEP, c=c, d=d
+    )
+    log_p, log_q = links.log_probabilities(predictor((u, b))[0], c, d)
+    loglik = np.bincount(item, weights=y * log_p + (1.0 - y) * log_q, minlength=k)
     log_prior = -0.5 * (((u - m_a) / s_a) ** 2 + ((b - m_b) / s_b) ** 2)
-    return loglik + log_prior, np.log(det)
+    return loglik + log_prior, np.log(item_solve.block_det(info))
 
 
 def bayes_q(evidence: np.ndarray) -> np.ndarray:

@@ -2,7 +2,8 @@ r"""The ``reward`` arena likelihood's checks: cells, prompt fit and per-model re
 
 An arena cell under the ``reward`` likelihood compares the normalised reward with
 :math:`\bar z_q + \gamma(p_{iq} - \bar p_q)` (the prompt offset integrated out, as in
-:func:`~bayes_dualeval.model.likelihood.reward_per_item`) and residual standard deviation
+:func:`~bayes_dualeval.model.likelihood.reward_per_item`; computed by
+:func:`~bayes_dualeval.model.likelihood.reward_mean`) and residual standard deviation
 :math:`\sigma\sqrt{1 - 1/n_q}`.
 
 The cell's surprise is one-sided, in the direction of contamination (a reward above what
@@ -25,6 +26,7 @@ from bayes_dualeval.checks.budget import chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, group_matrix
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.model import links
+from bayes_dualeval.model.likelihood import reward_mean
 
 
 def reward_stats(fit: FittedRun, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,7 +39,7 @@ def reward_stats(fit: FittedRun, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     zbar = np.bincount(item, weights=z, minlength=ds.n_items) / np.maximum(n_q, 1)
     p = links.probability(fit.eta(d, ds.arena_model, item).astype(np.float64))
     pbar = (to_item @ p.T).T / np.maximum(n_q, 1)
-    mu = zbar[item] + fit.gamma[d].astype(np.float64)[:, None] * (p - pbar[:, item])
+    mu = reward_mean(p, pbar[:, item], fit.gamma[d].astype(np.float64)[:, None], zbar[item])
     sd = fit.sigma[d].astype(np.float64)[:, None] * np.sqrt(1.0 - 1.0 / n_q[item])
     return mu, sd
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from bayes_dualeval.checks.budget import chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, group_matrix, segments
 from bayes_dualeval.checks.fitted import FittedRun
+from bayes_dualeval.model import links
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +98,7 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
     done = 0
     for d in chunks(rep, n_cells):
         z = fit.label_logodds(d, model, item, sign, runs)
-        s = special.expit(z)  # P(y_rep = y), precise in the lower tail
+        s = links.sigmoid(z)  # P(y_rep = y), precise in the lower tail
         first = min(len(d), max(n_first - done, 0))
         if first:
             total += s[:first].sum(axis=0)

@@ -5,9 +5,10 @@ items are independent, and each item's ``(b, log a)`` (``b`` alone under 1PL) ha
 (one-) dimensional integral. :class:`ItemIntegral` computes all of them at once by adaptive
 Gauss-Hermite quadrature: :data:`NODES` nodes per dimension placed on the item's
 conditional mode and scaled by its conditional curvature (a damped Newton solve vectorised
-over items). The item likelihood is the model's own (:func:`~bayes_dualeval.model.joint.
-static_loglik`, :func:`~bayes_dualeval.model.joint.arena_loglik`), read with the priors
-through NumPyro's trace, so it stays the model's as the model changes. See
+over items; its blockwise algebra is :mod:`bayes_dualeval.model.item_solve`'s). The item
+likelihood is the model's own (:func:`~bayes_dualeval.model.joint.static_loglik`,
+:func:`~bayes_dualeval.model.joint.arena_loglik`), read with the priors through NumPyro's
+trace, so it stays the model's as the model changes. See
 :mod:`bayes_dualeval.inference.mode` for the mode this objective defines.
 """
 
@@ -21,6 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 
+from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 
 #: Plate whose sites are integrated out.
@@ -149,7 +151,11 @@ class ItemIntegral:
 
         Returns the modes (d, Q) and whether every item's squared Newton decrement fell
         below ``NEWTON_TOL``. An item whose step does not increase its log posterior
-        stays put and tries a quarter of the step next time.
+        stays put and tries a quarter of the step next time. The blockwise algebra is
+        :mod:`bayes_dualeval.model.item_solve`'s; its Fisher scoring (the key audit's and
+        the pilot's) is not used because this objective is the model's whole item log
+        posterior (static and arena terms, weighted) with an autodiff Hessian that can be
+        indefinite away from the mode, solved inside a jitted, differentiated JAX program.
         """
 
         def h(x):
@@ -236,12 +242,8 @@ def _positive(h):
 
 
 def _solve(h, g):
-    """Solve the (d, d) systems ``h delta = g`` blockwise."""
-    if h.shape[0] == 1:
-        return g / h[0]
-    p, r, s = h[0, 0], h[0, 1], h[1, 1]
-    det = p * s - r * r
-    return jnp.stack([(s * g[0] - r * g[1]) / det, (p * g[1] - r * g[0]) / det])
+    """Solve the (d, d) systems ``h delta = g`` blockwise (:func:`block_solve`), (d, Q)."""
+    return jnp.stack(block_solve(h, g))
 
 
 def _chol_inverse(h):
@@ -249,7 +251,7 @@ def _chol_inverse(h):
     if h.shape[0] == 1:
         return 1.0 / jnp.sqrt(h)
     p, r, s = h[0, 0], h[0, 1], h[1, 1]
-    det = p * s - r * r
+    det = block_det(h)
     a11, a21, a22 = s / det, -r / det, p / det
     l11 = jnp.sqrt(a11)
     l21 = a21 / l11

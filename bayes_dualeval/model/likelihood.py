@@ -142,13 +142,25 @@ def _pairs_per_item(x, inputs: ModelInputs):
     return jax.ops.segment_sum(terms, inputs.pair_item, num_segments=inputs.n_items)
 
 
+def reward_mean(p, pbar, gamma, zbar=None):
+    """Predicted normalised reward of arena cells: ``zbar + gamma (p - pbar)`` (NumPy or JAX).
+
+    The prompt's mean reward ``zbar`` plus the cell's success probability ``p`` relative
+    to the prompt's mean probability ``pbar``, on the reward scale ``gamma`` (arguments
+    broadcast). Without ``zbar``: the prediction of the centred reward ``z - zbar``, as
+    :func:`reward_per_item` uses it.
+    """
+    deviation = gamma * (p - pbar)
+    return deviation if zbar is None else zbar + deviation
+
+
 def reward_per_item(p, gamma, sigma, inputs: ModelInputs):
     """Gaussian log likelihood of each prompt's rewards, prompt offset integrated out."""
     n = jnp.maximum(inputs.prompt_n, 1.0)
     zbar = jax.ops.segment_sum(inputs.arena_z, inputs.arena_item, inputs.n_items) / n
     pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
     item = inputs.arena_item
-    resid = (inputs.arena_z - zbar[item]) - gamma * (p - pbar[item])
+    resid = (inputs.arena_z - zbar[item]) - reward_mean(p, pbar[item], gamma)
     sq = jax.ops.segment_sum(resid**2, item, inputs.n_items)
     dof = jnp.maximum(inputs.prompt_n - 1.0, 0.0)
     used = inputs.prompt_n > 0

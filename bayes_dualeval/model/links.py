@@ -147,3 +147,21 @@ def bernoulli_loglik(y, eta_, c=None, d=None):
         return y * eta_ + log_sigmoid(-eta_)
     log_p, log_q = log_probabilities(eta_, c, d)
     return y * log_p + (1.0 - y) * log_q
+
+
+def bernoulli_score(y, eta_, c=None, d=None):
+    """Score of binary labels ``y`` in ``eta`` and its expected information, elementwise.
+
+    ``(y - p) p' / (p (1 - p))`` and ``p'^2 / (p (1 - p))`` for :func:`probability`, with
+    ``p' = (d - c) s (1 - s)`` and ``s = sigmoid(eta)``; without asymptotes ``y - p`` and
+    ``p (1 - p)``. ``1 - p`` is computed as ``(1 - d) + (d - c) sigmoid(-eta)``, without
+    cancellation.
+    """
+    s, s_minus = sigmoid(eta_), sigmoid(-eta_)
+    if c is None and d is None:
+        return y - s, s * s_minus
+    lo = 0.0 if c is None else c
+    hi = 1.0 if d is None else d
+    p, q = lo + (hi - lo) * s, (1.0 - hi) + (hi - lo) * s_minus
+    slope = (hi - lo) * s * s_minus
+    return (y - p) * slope / (p * q), slope * slope / (p * q)

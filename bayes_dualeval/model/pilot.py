@@ -11,6 +11,7 @@ import numpy as np
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.model import item_solve, links
 
 
 def prompt_level(model, item, z, item_group, n_models: int, sweeps: int = 10):
@@ -74,7 +75,9 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
     A cheap pilot, not an estimate anyone reads: abilities are proxied by the standardised
     logits of the models' smoothed accuracies, each item's 2PL is fitted to them by a few
     vectorised Newton steps of a ridge-penalised logistic regression (so separated items
-    stay finite), and the information is read off at that fit,
+    stay finite; :func:`~bayes_dualeval.model.item_solve.fisher_scoring` in the
+    coordinates ``eta = alpha + beta theta``, which let a slope turn negative), and the
+    information is read off at that fit,
     ``I_b = a^2 sum_i w_i`` and ``I_log_a = a^2 sum_i w_i (theta_i - b)^2`` with
     ``w = p (1 - p)``.
 
@@ -94,24 +97,16 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
     theta = np.log(acc / (1.0 - acc))
     theta = (theta - theta.mean()) / max(theta.std(), 1e-6)
     x = theta[model]
-    # logistic regression eta = alpha + beta x per item, ridge alpha ~ N(0, 3), beta ~ N(1, 1)
-    alpha, beta = np.zeros(q), np.ones(q)
-    for _ in range(12):
-        eta = alpha[item] + beta[item] * x
-        p = 1.0 / (1.0 + np.exp(-eta))
-        w = p * (1.0 - p)
-        g_a = np.bincount(item, weights=y - p, minlength=q) - alpha / 9.0
-        g_b = np.bincount(item, weights=(y - p) * x, minlength=q) - (beta - 1.0)
-        h_aa = np.bincount(item, weights=w, minlength=q) + 1.0 / 9.0
-        h_ab = np.bincount(item, weights=w * x, minlength=q)
-        h_bb = np.bincount(item, weights=w * x * x, minlength=q) + 1.0
-        det = h_aa * h_bb - h_ab**2
-        alpha = alpha + (h_bb * g_a - h_ab * g_b) / det
-        beta = beta + (h_aa * g_b - h_ab * g_a) / det
+
+    def predictor(v):  # eta = alpha + beta x and its derivatives in alpha and beta
+        return v[0][item] + v[1][item] * x, (1.0, x)
+
+    # ridge alpha ~ N(0, 3), beta ~ N(1, 1); undamped: Newton's method for the logistic
+    ridge = ((0.0, 1.0), (3.0, 1.0))
+    (alpha, beta), _ = item_solve.fisher_scoring(predictor, y, item, q, ridge, iterations=12)
     a = np.maximum(np.abs(beta), 0.05)
     b = -alpha / a
-    eta = alpha[item] + beta[item] * x
-    w = 1.0 / (1.0 + np.exp(-eta))
+    w = links.probability(predictor((alpha, beta))[0])
     w = w * (1.0 - w)
     info_b = a**2 * np.bincount(item, weights=w, minlength=q)
     info_log_a = a**2 * np.bincount(item, weights=w * (x - b[item]) ** 2, minlength=q)

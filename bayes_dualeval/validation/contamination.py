@@ -5,7 +5,8 @@ predicts as failures (true ``p`` below ``max_p``) and that were observed as fail
 flipped to successes, as leaked test items would be; the model is fitted and the cells
 are scored. :func:`contamination_study` returns the AUROC of the order of the anomaly
 table (:func:`bayes_dualeval.checks.anomalies`: smallest one-sided p-value first) against
-the simple baseline ``y (1 - acc_model * acc_item)`` of empirical accuracies. Used by
+the simple baseline ``y (1 - acc_model * acc_item)`` of empirical accuracies
+(:func:`~bayes_dualeval.validation.audit.empirical_baseline`). Used by
 ``tests/test_checks.py`` and ``scripts/contamination_study.py``; the ranking metrics and
 the arena planting are in :mod:`~bayes_dualeval.validation.audit`.
 """
@@ -19,9 +20,11 @@ from bayes_dualeval.checks.ppc import anomalies
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.simulate import STATIC_SOURCE, simulate
-from bayes_dualeval.validation.audit import auroc, table_score
+from bayes_dualeval.validation.audit import auroc, empirical_baseline, table_score
 
-__all__ = ["auroc", "baseline_score", "contaminate", "contamination_study", "true_probability"]
+__all__ = [
+    "auroc", "contaminate", "contamination_study", "empirical_baseline", "true_probability",
+]  # fmt: skip
 
 
 def true_probability(truth: dict, models, items) -> np.ndarray:
@@ -81,17 +84,6 @@ def contaminate(
     injected[chosen] = True
     out.loc[injected, "correct"] = 1
     return out, injected
-
-
-def baseline_score(dataset: Dataset) -> np.ndarray:
-    """Per static cell: ``y (1 - acc_model * acc_item)`` from empirical accuracies."""
-    m, q = dataset.static_model, dataset.static_item
-    y = dataset.static_y.astype(np.float64)
-    acc_m = np.bincount(m, weights=y) / np.bincount(m)
-    acc_q = np.bincount(q, weights=y, minlength=dataset.n_items) / np.maximum(
-        np.bincount(q, minlength=dataset.n_items), 1
-    )
-    return y * (1.0 - acc_m[m] * acc_q[q])
 
 
 def contamination_study(
@@ -156,7 +148,7 @@ def contamination_study(
     return {
         "seed": seed,
         "auroc": auroc(ours, positive),
-        "auroc_baseline": auroc(baseline_score(ds), positive),
+        "auroc_baseline": auroc(empirical_baseline(ds), positive),
         "auroc_residual": auroc(table["residual"].to_numpy(dtype=np.float64), positive),
         "auroc_oracle": auroc(ds.static_y * (1.0 - p_true), positive),
         "injected": int(positive.sum()),
