@@ -45,8 +45,9 @@ from scipy.stats import spearmanr
 from bayes_dualeval.data.dataset import Dataset, load
 from bayes_dualeval.inference.sampling import SamplerSettings, run_map
 from bayes_dualeval.model.config import load_spec
-from bayes_dualeval.model.inputs import build_inputs, select_kinds
+from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.simulate import simulate
+from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.runs.fit import fit
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
@@ -126,11 +127,7 @@ def case_data(name: str, root: Path):
 
 def map_fit(dataset, config, runner):
     """MAP through the same inputs as a fit; abilities in the dataset's model order."""
-    use_static, use_arena = select_kinds(dataset, config)
-    if not use_arena:
-        dataset = dataset.only("static")
-    elif not use_static:
-        dataset = dataset.only("arena")
+    dataset = DualEvalModel(config).fitted_data(dataset)
     inputs, _ = build_inputs(dataset, config)
     start = time.perf_counter()
     draws = runner(inputs, config, SamplerSettings(sampler="map"))

@@ -36,7 +36,7 @@ def reverse_keys(static: pd.DataFrame, share: float, rng) -> set[str]:
 
 
 def one(shape: str, seed: int, args) -> dict:
-    from bayes_dualeval.checks import item_table
+    from bayes_dualeval.checks import CheckOptions, item_table
     from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
@@ -49,7 +49,7 @@ def one(shape: str, seed: int, args) -> dict:
     ds = Dataset.from_frames(static=static, source="bench")
     config = load_spec(f"dualeval-{args.irt}").replace(mode="static")
     result = fit(ds, config, SamplerSettings(sampler=args.sampler, seed=seed, progress=False))
-    table = item_table(result.idata, result.dataset, max_draws=200)
+    table = item_table(result.idata, result.dataset, options=CheckOptions(max_draws=200))
     truth = table["item"].str.split("::", n=1).str[1].isin(planted).to_numpy()
     new = table["flags"].str.contains("miskeyed").to_numpy()
     r = table["key_correlation"].to_numpy()

@@ -37,7 +37,7 @@ def test_arena_prompts_are_anchored_under_the_level_term(setup):
     dataset, config, inputs = setup
     arena = np.asarray(dataset.item_kind == "arena")
     assert inputs.n_anchored == arena.sum() == 20
-    np.testing.assert_array_equal(np.asarray(inputs.item_centred[2]) > 0, arena)
+    np.testing.assert_array_equal(np.asarray(inputs.b_anchored) > 0, arena)
     none, _ = build_inputs(dataset, config.replace(arena_level="none"), centred="auto")
     assert none.n_anchored == 0
     plain, _ = build_inputs(dataset, config, centred="none")
@@ -103,10 +103,8 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
     arena = jnp.asarray(np.asarray(anchored.prompt_n) > 0)
     plain = dataclasses.replace(
         anchored,
-        item_centred=anchored.item_centred.at[2]
-        .set(0.0)
-        .at[0]
-        .set(jnp.where(arena, 0.0, anchored.item_centred[0])),
+        b_anchored=jnp.zeros_like(anchored.b_anchored),
+        b_centred=jnp.where(arena, 0.0, anchored.b_centred),
         n_anchored=0,
     )
     args = (anchored, config)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from bayes_dualeval.checks.benchmark_audit import benchmark_audit, benchmark_of
+from bayes_dualeval.checks.benchmark_audit import benchmark_audit
+from bayes_dualeval.core.item_ids import benchmark_of
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig

@@ -21,6 +21,7 @@ from scipy import special, stats
 
 from bayes_dualeval.checks import (
     FLAG_Q,
+    CheckOptions,
     anomalies,
     bh_qvalues,
     calibration_error,
@@ -382,13 +383,15 @@ def test_anomalies_table(mixed):
 
 
 def test_anomalies_reproducible(mixed):
-    a = anomalies(mixed.idata, mixed.dataset, mixed.pairs, seed=4)
-    b = anomalies(mixed.idata, mixed.dataset, seed=4)  # pairs distilled with the run's ratios
+    a = anomalies(mixed.idata, mixed.dataset, mixed.pairs, options=CheckOptions(seed=4))
+    # pairs distilled with the run's ratios
+    b = anomalies(mixed.idata, mixed.dataset, options=CheckOptions(seed=4))
     pd.testing.assert_frame_equal(a, b)
 
 
 def test_posterior_predictive(mixed):
-    ppc = posterior_predictive(mixed.idata, mixed.dataset, mixed.pairs, seed=1)
+    seeded = CheckOptions(seed=1)
+    ppc = posterior_predictive(mixed.idata, mixed.dataset, mixed.pairs, options=seeded)
     ds, s = mixed.dataset, ppc.summary
     assert s["replicates"] >= 200 and s["draws"] == 1  # MAP: plug-in replicates
     assert ppc.calibration_static["n"].sum() == len(ds.static_y)
@@ -416,7 +419,7 @@ def test_posterior_predictive(mixed):
     assert ppc.item_misfit["n_cells"].sum() == len(ppc.anomalies)
     assert s["flagged_cells"] == int((ppc.anomalies["q_value"] < FLAG_Q).sum())
     json.dumps(s, allow_nan=False)  # plain numbers for diagnostics.json
-    again = posterior_predictive(mixed.idata, mixed.dataset, mixed.pairs, seed=1)
+    again = posterior_predictive(mixed.idata, mixed.dataset, mixed.pairs, options=seeded)
     pd.testing.assert_frame_equal(ppc.models, again.models)
 
 
@@ -579,7 +582,7 @@ def test_nuts_cells_and_item_fit_match_the_references(nuts):
 def test_nuts_replicates_average_the_predictions(nuts):
     result, _ = nuts
     idata, ds = result.idata, result.dataset
-    ppc = posterior_predictive(idata, ds, result.pairs, seed=2)
+    ppc = posterior_predictive(idata, ds, result.pairs, options=CheckOptions(seed=2))
     s, m = ppc.summary, ppc.models
     assert s["draws"] == s["replicates"] == 300  # every draw, one replicate each
     p = _p(idata, ds.static_model, ds.static_item)  # (300, S)

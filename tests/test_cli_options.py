@@ -129,7 +129,7 @@ def test_every_model_setting_is_an_override_showing_the_default_specs_value():
         assert f"[spec: {shown}" in help_text(option), f.name
     assert help_text(params["bb_ratio"]).endswith("[spec: 0.15; 0<=x<1]")
     assert help_text(params["irt"]).endswith("[spec: 2pl]")
-    assert list(params["irt"].type.choices) == ["2pl", "1pl", "3pl", "4pl"]
+    assert list(params["irt"].type.choices) == ["1pl", "2pl", "3pl", "4pl"]  # links.LINKS
 
 
 def test_check_ratio_defaults_are_the_model_defaults():
@@ -314,6 +314,6 @@ def test_fit_help_lists_each_option_once_under_its_heading():
     assert len(listed) == len(set(listed)) == len([p for p in params if p.opts[0][0] == "-"])
     assert set(DOCUMENTED) <= set(listed)
     likelihood = text[positions[4] : positions[5]]
-    assert "--irt [2pl|1pl|3pl|4pl]" in likelihood and "--guess-mean" not in likelihood
+    assert "--irt [1pl|2pl|3pl|4pl]" in likelihood and "--guess-mean" not in likelihood
     assert "--guess-mean" in text[positions[5] : positions[6]]
     assert "--max-tree-depth" in text[positions[1] : positions[2]]

@@ -19,10 +19,8 @@ from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.simulate import simulate
+from bayes_dualeval.posterior.convergence import LIMITS, Convergence, ConvergenceLimits
 from bayes_dualeval.posterior.diagnostics import (
-    LIMITS,
-    Convergence,
-    ConvergenceLimits,
     Verdict,
     convergence,
     draws_converged,

@@ -21,7 +21,7 @@ from bayes_dualeval.cli.shared import COMMAND_FLAGS, setting_flags, to_flags
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.posterior.diagnostics import Convergence
+from bayes_dualeval.posterior.convergence import Convergence
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

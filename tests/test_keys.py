@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bayes_dualeval.checks import item_table
+from bayes_dualeval.checks import CheckOptions, item_table
 from bayes_dualeval.checks.keys import MISKEY_Q, bayes_q
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.settings import SamplerSettings
@@ -30,7 +30,7 @@ def _table(static):
         warnings.simplefilter("ignore")
         ds = Dataset.from_frames(static=static, source="bench")
         result = fit(ds, load_spec("dualeval-2pl").replace(mode="static"), MAP)
-    return item_table(result.idata, result.dataset, max_draws=50)
+    return item_table(result.idata, result.dataset, options=CheckOptions(max_draws=50))
 
 
 @pytest.fixture(scope="module")

@@ -212,7 +212,8 @@ def test_centred_and_non_centred_coordinates_give_the_same_prior(prior):
     spread = np.sqrt(((theta_c**2).sum() / config.theta_scale**2 + 1) / ds.n_models)
     b_rel = np.asarray(params["b"]) - float(params["theta_mean"])
     log_a = np.log(np.asarray(params["a"]))
-    centred = dataclasses.replace(inputs, item_centred=jnp.ones_like(inputs.item_centred))
+    ones = jnp.ones_like(inputs.b_centred)
+    centred = dataclasses.replace(inputs, b_centred=ones, log_a_centred=ones)
     other = dict(latent)
     g = np.asarray(ds.item_group)
     if prior == "hierarchical":

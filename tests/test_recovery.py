@@ -15,7 +15,8 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.simulate import simulate
-from bayes_dualeval.posterior.diagnostics import LIMITS, per_parameter
+from bayes_dualeval.posterior.convergence import LIMITS
+from bayes_dualeval.posterior.diagnostics import per_parameter
 from bayes_dualeval.runs.fit import fit
 from bayes_dualeval.validation.reference import mml_2pl
 

@@ -99,11 +99,11 @@ def test_item_table_reuses_a_matching_ppc(run_data, monkeypatch):
 
 def test_a_pass_over_budget_uses_fewer_evenly_spaced_draws(run_data, monkeypatch):
     ds, idata, pairs = run_data
-    full = posterior_predictive(idata, ds, pairs, max_draws=100)
+    full = posterior_predictive(idata, ds, pairs, options=CheckOptions(max_draws=100))
     n_pairs = int((~pairs.both_bad).sum())
     monkeypatch.setattr(budget, "CHECK_ELEMENTS", 30 * max(n_pairs, len(ds.arena_z)))
     monkeypatch.setattr(budget, "MIN_CHECK_DRAWS", 5)
-    cut = posterior_predictive(idata, ds, pairs, max_draws=100)
+    cut = posterior_predictive(idata, ds, pairs, options=CheckOptions(max_draws=100))
     assert full.summary["draws_arena"] == 100 and cut.summary["draws_arena"] == 30
     assert cut.summary["replicates"] >= budget.MIN_REPLICATES
     # fewer draws, the same posterior: the checks agree up to Monte Carlo noise

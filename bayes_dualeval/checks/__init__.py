@@ -37,12 +37,14 @@ from bayes_dualeval.checks.calibration import (
 from bayes_dualeval.checks.cells import FLAG_Q
 from bayes_dualeval.checks.fdr import bh_qvalues, by_qvalues
 from bayes_dualeval.checks.items import LOW_DISCRIMINATION, MISFIT_PPP, item_table
+from bayes_dualeval.checks.options import CheckOptions
 from bayes_dualeval.checks.ppc import PPC, anomalies, posterior_predictive
 
 __all__ = [
     "CALIBRATION_BINS",
     "CHECK_ELEMENTS",
     "CHUNK_ELEMENTS",
+    "CheckOptions",
     "FLAG_Q",
     "LOW_DISCRIMINATION",
     "MIN_CHECK_DRAWS",

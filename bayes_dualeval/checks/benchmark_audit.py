@@ -37,6 +37,8 @@ from scipy import special, stats
 
 from bayes_dualeval.checks.arena_blocks import ArenaCells
 from bayes_dualeval.checks.cells import group_matrix
+from bayes_dualeval.core.item_ids import benchmark_of
+from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.spec import DualEvalModel
@@ -58,12 +60,6 @@ COLUMNS = [
     "model", "kind", "source", "dataset", "n", "observed", "expected", "expected_lo",
     "expected_hi", "excess", "p_value", "q_value",
 ]  # fmt: skip
-
-
-def benchmark_of(items: np.ndarray) -> np.ndarray:
-    """The benchmark (dataset) name of static items ``<source>::<dataset>_<index>``."""
-    names = pd.Series(items, dtype=str).str.split("::", n=1).str[-1]
-    return names.str.rsplit("_", n=1).str[0].to_numpy()
 
 
 def benchmark_audit(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
@@ -92,9 +88,7 @@ def benchmark_audit(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFram
         arena together). Empty without static cells or arena rewards.
     """
     model = DualEvalModel.from_idata(idata)
-    mode = model.config.mode
-    use_static = len(dataset.static_y) > 0 and mode in ("both", "static")
-    use_arena = len(dataset.arena_z) > 0 and mode in ("both", "arena") and "b" in model.item_sites
+    use_static, use_arena = model.item_kinds(dataset)
     if not (use_static or use_arena):
         return pd.DataFrame(columns=COLUMNS)
     n_cells = (len(dataset.static_y) if use_static else 0) + (
@@ -239,7 +233,7 @@ def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) ->
     """
     theta = np.asarray(draws_of(idata, "theta"), np.float64)
     keep = min(MAX_DRAWS, max(MIN_DRAWS, MAX_ELEMENTS // max(n_cells, 1)))
-    rows = np.unique(np.linspace(0, len(theta) - 1, min(keep, len(theta))).round().astype(int))
+    rows = evenly_spaced(len(theta), keep)
     out = {"theta": theta[rows]}
     names = list(model.item_sites)
     if arena:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.thinning import evenly_spaced
 
 #: At least this many replicated data sets are drawn (several per draw for short runs and
 #: MAP, where the check is a plug-in check at the point estimate).
@@ -53,7 +54,7 @@ def budget(draws: np.ndarray, width: int, store: int = 0) -> np.ndarray:
     n = max(n, MIN_CHECK_DRAWS)
     if n >= len(draws):
         return draws
-    return draws[np.unique(np.linspace(0, len(draws) - 1, n).round().astype(int))]
+    return draws[evenly_spaced(len(draws), n)]
 
 
 def replicate_index(draws: np.ndarray) -> np.ndarray:

@@ -22,13 +22,11 @@ from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model import links
-from bayes_dualeval.model.inputs import select_kinds
 from bayes_dualeval.model.likelihood import pair_win_probability
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
 
 #: Per-item posterior variables, in table order.
-ITEM_SITES = ("b", "a", "c", "d")
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,16 +191,12 @@ def _var(idata, name: str) -> np.ndarray | None:
 
 
 def _fitted_dataset(dataset: Dataset, model: DualEvalModel) -> tuple[Dataset, bool, bool]:
-    """The dataset restricted to the kinds the run's specification fitted."""
+    """The dataset restricted to the kinds the run's specification fitted, and those kinds."""
     try:
-        use_static, use_arena = select_kinds(dataset, model.config)
+        fitted = model.fitted_data(dataset)
     except ConfigError as exc:
         raise InputError(f"{exc}: pass the dataset the run was fitted to") from exc
-    if use_static and not use_arena and len(dataset.arena_z):
-        dataset = dataset.only("static")
-    elif use_arena and not use_static and len(dataset.static_y):
-        dataset = dataset.only("arena")
-    return dataset, use_static, use_arena
+    return (fitted, *model.kinds(fitted))
 
 
 def _check_labels(idata, dataset: Dataset) -> None:
@@ -247,21 +241,14 @@ def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -
     dataset, use_static, use_arena = _fitted_dataset(dataset, model)
     _check_labels(idata, dataset)
     items = {}
-    for name in ITEM_SITES:
+    for name in links.ITEM_PARAMETERS:
         items[name] = _var(idata, name) if name in model.item_sites else None
         if name in model.item_sites and items[name] is None:
             raise InputError(
                 f"the posterior has no {name!r}, which its specification ({config.name}: "
                 f"mode {config.mode}, irt {config.irt}) samples"
             )
-    if not use_arena:
-        arena = None
-    elif config.mode == "bt":
-        arena = "bt"
-    elif config.arena_likelihood == "reward":
-        arena = "reward"
-    else:
-        arena = "pairs"
+    arena = model.arena_term if use_arena else None
     decisive = None
     if arena in ("pairs", "bt"):
         if pairs is None:

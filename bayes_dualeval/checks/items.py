@@ -11,6 +11,7 @@ from scipy import special
 from bayes_dualeval.checks.budget import CHUNK_ELEMENTS
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.checks.keys import MISKEY_Q, key_evidence
+from bayes_dualeval.checks.options import CheckOptions
 from bayes_dualeval.checks.passes import Checks
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
@@ -34,11 +35,7 @@ def item_table(
     *,
     ci: float = 0.95,
     pairs: Pairs | None = None,
-    seed: int = 0,
-    max_draws: int = 1000,
-    bb_ratio: float | None = None,
-    tie_ratio: float | None = None,
-    dispersion: float | None = None,
+    options: CheckOptions | None = None,
     ppc: PPC | None = None,
 ) -> pd.DataFrame:
     """One row per item: its parameters, information, fit and flags.
@@ -53,21 +50,13 @@ def item_table(
         Level of the equal-tailed posterior intervals.
     pairs : Pairs, optional
         The run's arena pairs; recomputed with ``bb_ratio`` and ``tie_ratio`` if not given.
-    seed : int
-        Seed of the generator for the draw subset and the replicated static labels.
-    max_draws : int
-        Largest number of posterior draws used for the fit checks (fewer for large data,
-        see :func:`~bayes_dualeval.checks.anomalies`; the parameter summaries use every
-        draw).
-    bb_ratio, tie_ratio : float, optional
-        Distillation quantiles when ``pairs`` is recomputed (default: the run's).
-    dispersion : float, optional
-        Arena dispersion (see :func:`~bayes_dualeval.checks.anomalies`).
+    options : CheckOptions, optional
+        Seed, draw budget, distillation ratios and arena dispersion of the fit checks
+        (default ``CheckOptions()``; the parameter summaries use every draw).
     ppc : PPC, optional
         A :func:`~bayes_dualeval.checks.posterior_predictive` result of the same ``idata``
-        and ``dataset`` objects with the same ``seed``, ``max_draws`` and ``dispersion``:
-        its item-fit checks are reused instead of computed again (ignored when any of
-        these differ).
+        and ``dataset`` objects with equal ``options``: its item-fit checks are reused
+        instead of computed again (ignored when any of these differ).
 
     Returns
     -------
@@ -103,10 +92,8 @@ def item_table(
     >>> items = item_table(result.idata, result.dataset, pairs=result.pairs)  # doctest: +SKIP
     >>> items[items["flags"].str.contains("misfit")]  # doctest: +SKIP
     """
-    checks = Checks.reuse(
-        ppc.checks if ppc is not None else None, idata, dataset, pairs, seed=seed,
-        max_draws=max_draws, bb_ratio=bb_ratio, tie_ratio=tie_ratio, dispersion=dispersion,
-    )  # fmt: skip
+    previous = ppc.checks if ppc is not None else None
+    checks = Checks.reuse(previous, idata, dataset, pairs, options or CheckOptions())
     fit = checks.fit
     ds = fit.dataset
     parameters, info = parameter_columns(fit, ci)

@@ -18,6 +18,7 @@ from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.arena import ArenaPass, arena_pass
 from bayes_dualeval.checks.cells import cell_table
 from bayes_dualeval.checks.fitted import resolve
+from bayes_dualeval.checks.options import CheckOptions
 from bayes_dualeval.checks.reward import reward_pass
 from bayes_dualeval.checks.static import StaticPass, static_pass
 
@@ -25,40 +26,40 @@ from bayes_dualeval.checks.static import StaticPass, static_pass
 class Checks:
     """The checks of one run, each computed at most once and shared by the public functions.
 
-    The posterior draws used are a seeded subset of at most ``max_draws``; each pass then
-    keeps as many of them (evenly spaced) as :func:`~bayes_dualeval.checks.budget.budget`
-    allows for its size. Each pass has its own random stream derived from ``seed``, so a
-    table does not depend on which other tables were computed first.
+    The posterior draws used are a seeded subset of at most ``options.max_draws``; each
+    pass then keeps as many of them (evenly spaced) as
+    :func:`~bayes_dualeval.checks.budget.budget` allows for its size. Each pass has its own
+    random stream derived from ``options.seed``, so a table does not depend on which other
+    tables were computed first.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+    dataset : Dataset
+    pairs : Pairs or None
+        The run's arena pairs; distilled with the options' ratios when None.
+    options : CheckOptions
     """
 
-    def __init__(self, idata, dataset, pairs, *, seed, max_draws, bb_ratio, tie_ratio, dispersion):
-        self.idata, self.dataset = idata, dataset
-        self.options = (seed, max_draws, dispersion)
-        self.fit = resolve(idata, dataset, pairs, bb_ratio, tie_ratio)
-        self.draws = budget.select_draws(self.fit.n_draws, max_draws, np.random.default_rng(seed))
-        self._seed = seed
+    def __init__(self, idata, dataset, pairs, options: CheckOptions):
+        self.idata, self.dataset, self.options = idata, dataset, options
+        self.fit = resolve(idata, dataset, pairs, options.bb_ratio, options.tie_ratio)
+        rng = np.random.default_rng(options.seed)
+        self.draws = budget.select_draws(self.fit.n_draws, options.max_draws, rng)
+        self._seed = options.seed
         self._static: StaticPass | None = None
         self._arena: ArenaPass | None = None
 
     @classmethod
-    def reuse(
-        cls, checks, idata, dataset, pairs, *, seed, max_draws, bb_ratio, tie_ratio, dispersion
-    ) -> Checks:
+    def reuse(cls, checks, idata, dataset, pairs, options: CheckOptions) -> Checks:
         """``checks`` when they were computed for the same run, data and options; else new."""
-        if checks is not None and checks.matches(idata, dataset, seed, max_draws, dispersion):
+        if checks is not None and checks.matches(idata, dataset, options):
             return checks
-        return cls(
-            idata, dataset, pairs, seed=seed, max_draws=max_draws, bb_ratio=bb_ratio,
-            tie_ratio=tie_ratio, dispersion=dispersion,
-        )  # fmt: skip
+        return cls(idata, dataset, pairs, options)
 
-    def matches(self, idata, dataset, seed, max_draws, dispersion) -> bool:
+    def matches(self, idata, dataset, options: CheckOptions) -> bool:
         """Whether these checks were computed for the same run, data and options."""
-        return (
-            idata is self.idata
-            and dataset is self.dataset
-            and self.options == (seed, max_draws, dispersion)
-        )
+        return idata is self.idata and dataset is self.dataset and self.options == options
 
     def static(self, replicate: bool = True) -> StaticPass | None:
         """The static pass (with replicated labels unless ``replicate`` is False)."""
@@ -85,7 +86,7 @@ class Checks:
             if self.fit.arena == "reward":
                 self._arena = reward_pass(self.fit, draws, rng)
             else:
-                self._arena = arena_pass(self.fit, draws, rng, self.options[2])
+                self._arena = arena_pass(self.fit, draws, rng, self.options.dispersion)
         return self._arena
 
     def cells(self) -> tuple[pd.DataFrame, tuple]:

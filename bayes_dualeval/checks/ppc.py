@@ -37,6 +37,7 @@ import pandas as pd
 from bayes_dualeval.checks.calibration import calibration_error, calibration_table
 from bayes_dualeval.checks.cells import FLAG_Q, misfit_table
 from bayes_dualeval.checks.items import item_table
+from bayes_dualeval.checks.options import CheckOptions
 from bayes_dualeval.checks.passes import Checks
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
@@ -97,11 +98,7 @@ def posterior_predictive(
     pairs: Pairs | None = None,
     *,
     ci: float = 0.95,
-    seed: int = 0,
-    max_draws: int = 1000,
-    bb_ratio: float | None = None,
-    tie_ratio: float | None = None,
-    dispersion: float | None = None,
+    options: CheckOptions | None = None,
 ) -> PPC:
     """Compare replicated data from the posterior with the observed data.
 
@@ -115,18 +112,9 @@ def posterior_predictive(
         The run's arena pairs; recomputed with ``bb_ratio`` and ``tie_ratio`` if not given.
     ci : float
         Level of the replicated intervals.
-    seed : int
-        Seed of the generator for the draw subset and the replicated data.
-    max_draws : int
-        Largest number of posterior draws used (fewer for large data, see
-        :func:`anomalies`); at least
-        :data:`~bayes_dualeval.checks.budget.MIN_REPLICATES` replicated data sets are drawn
-        (several per draw for short runs; for MAP it is a plug-in check at the point
-        estimate).
-    bb_ratio, tie_ratio : float, optional
-        Distillation quantiles when ``pairs`` is recomputed (default: the run's).
-    dispersion : float, optional
-        Arena dispersion (see :func:`anomalies`).
+    options : CheckOptions, optional
+        Seed, draw budget, distillation ratios and arena dispersion (default
+        ``CheckOptions()``).
 
     Returns
     -------
@@ -144,10 +132,7 @@ def posterior_predictive(
     >>> ppc = posterior_predictive(result.idata, result.dataset, result.pairs)  # doctest: +SKIP
     >>> ppc.summary["share_models_outside"]  # doctest: +SKIP
     """
-    checks = Checks(
-        idata, dataset, pairs, seed=seed, max_draws=max_draws, bb_ratio=bb_ratio,
-        tie_ratio=tie_ratio, dispersion=dispersion,
-    )  # fmt: skip
+    checks = Checks(idata, dataset, pairs, options or CheckOptions())
     ds = checks.fit.dataset
     static = checks.static()
     arena = checks.arena()
@@ -306,11 +291,7 @@ def anomalies(
     dataset: Dataset,
     pairs: Pairs | None = None,
     *,
-    seed: int = 0,
-    max_draws: int = 1000,
-    bb_ratio: float | None = None,
-    tie_ratio: float | None = None,
-    dispersion: float | None = None,
+    options: CheckOptions | None = None,
 ) -> pd.DataFrame:
     """Model-item cells ranked by how much the fitted model is surprised by them.
 
@@ -323,19 +304,9 @@ def anomalies(
     pairs : Pairs, optional
         The run's distilled arena pairs (:attr:`FitResult.pairs`); recomputed with
         ``bb_ratio`` and ``tie_ratio`` when not given.
-    seed : int
-        Seed of the :class:`numpy.random.Generator` that picks the draws used when the run
-        has more than ``max_draws``.
-    max_draws : int
-        Largest number of posterior draws used (fewer when the data are large: at most
-        :data:`~bayes_dualeval.checks.budget.CHECK_ELEMENTS` cell or pair evaluations per
-        kind of data).
-    bb_ratio, tie_ratio : float, optional
-        Distillation quantiles when ``pairs`` is recomputed (default: those of the run's
-        recorded specification).
-    dispersion : float, optional
-        Dispersion ``phi`` of replicated arena wins relative to hard win/loss outcomes;
-        estimated from the arena cells when not given (1 = binomial).
+    options : CheckOptions, optional
+        Seed, draw budget, distillation ratios and arena dispersion (default
+        ``CheckOptions()``; see :class:`~bayes_dualeval.checks.options.CheckOptions`).
 
     Returns
     -------
@@ -361,8 +332,5 @@ def anomalies(
     >>> table = anomalies(result.idata, result.dataset, result.pairs)  # doctest: +SKIP
     >>> table[table.q_value < 0.05]  # doctest: +SKIP
     """
-    checks = Checks(
-        idata, dataset, pairs, seed=seed, max_draws=max_draws, bb_ratio=bb_ratio,
-        tie_ratio=tie_ratio, dispersion=dispersion,
-    )  # fmt: skip
+    checks = Checks(idata, dataset, pairs, options or CheckOptions())
     return checks.cells()[0]

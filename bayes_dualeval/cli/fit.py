@@ -104,10 +104,11 @@ def fit(
     sampler = fields["sampler"]
     configure(device, fields["chains"] if sampler == "nuts" else 1)
 
+    from bayes_dualeval.core.atomic import check_new_folder
     from bayes_dualeval.data.dataset import load
     from bayes_dualeval.inference.sampling import check_supported
     from bayes_dualeval.runs import output
-    from bayes_dualeval.runs.fit import check_out_dir, default_run_dir
+    from bayes_dualeval.runs.fit import default_run_dir
     from bayes_dualeval.runs.fit import fit as run_fit
 
     # what is needed only after sampling (arviz alone takes seconds) is imported while the
@@ -116,7 +117,7 @@ def fit(
     _import_in_background(after + ([] if no_report else ["bayes_dualeval.report.document"]))
     config, settings = build_settings(model_name, fields, progress=not quiet)
     check_supported(config, settings)  # e.g. MAP with 3pl: fail before reading the data
-    run_dir = check_out_dir(out) if out else default_run_dir(sampler)
+    run_dir = check_new_folder(out) if out else default_run_dir(sampler)
     start = time.perf_counter()
     ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
     timings = {"data": round(time.perf_counter() - start, 3)}

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
 
 STATIC_FIELDS = ("model_label", "dataset", "sample_index", "correct")
@@ -263,10 +264,10 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
             model = _label(row["model_label"], "model_label")
             if kind == "static":
                 dataset = _label(row["dataset"], "dataset")
-                item = f"{source}::{dataset}_{_index(row['sample_index'])}"
+                item = item_ids.static_id(source, dataset, _index(row["sample_index"]))
                 value = _correct(row["correct"])
             else:
-                item = f"{source}::{_label(row['item_id'], 'item_id')}"
+                item = item_ids.arena_id(source, _label(row["item_id"], "item_id"))
                 value = _reward(row["reward"])
         except ValueError as exc:
             if skip_invalid:

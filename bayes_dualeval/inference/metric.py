@@ -124,7 +124,7 @@ def start_point(inputs: ModelInputs, config: ModelConfig, key) -> dict:
     return _start_only(key, inputs, config, init_strategy(config, inputs))
 
 
-def _start(key, inputs: ModelInputs, config: ModelConfig, strategy):
+def _traced_start(key, inputs: ModelInputs, config: ModelConfig, strategy):
     """Latent sites at the strategy's start (unconstrained) and the names on item plates."""
 
     def traced(site):
@@ -147,12 +147,12 @@ def _start(key, inputs: ModelInputs, config: ModelConfig, strategy):
 
 @partial(jax.jit, static_argnums=(2, 3))
 def _start_only(key, inputs: ModelInputs, config: ModelConfig, strategy) -> dict:
-    return _start(key, inputs, config, strategy)[0]
+    return _traced_start(key, inputs, config, strategy)[0]
 
 
 @partial(jax.jit, static_argnums=(2, 3))
 def _diagonal(key, inputs: ModelInputs, config: ModelConfig, strategy) -> dict:
-    start, local = _start(key, inputs, config, strategy)
+    start, local = _traced_start(key, inputs, config, strategy)
     grad = jax.grad(lambda z: potential_energy(dualeval_model, (inputs, config), {}, z))
     flat, unravel = ravel_pytree(start)
     # ravel_pytree flattens a dict in the order of its sorted keys

@@ -78,10 +78,10 @@ from bayes_dualeval.inference.item_integral import (
 )
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.sites import model_sites
-from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model
+from bayes_dualeval.model.spec import DualEvalModel
 
 #: The links whose item parameters MAP integrates out.
 MAP_LINKS = ("1pl", "2pl")
@@ -102,7 +102,7 @@ def check_map_supports(config: ModelConfig) -> None:
         Under ``irt="3pl"`` or ``"4pl"`` (except the Bradley-Terry baseline, which has no
         items).
     """
-    if config.mode != "bt" and links.get(config.irt).asymptotes:
+    if DualEvalModel(config).asymptotes:
         supported = " and ".join(setting("irt", irt) for irt in MAP_LINKS)
         raise ConfigError(
             f"MAP supports {supported}, not {setting('irt', config.irt)}: "
@@ -143,9 +143,10 @@ def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
 
 
 def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
-    if hasattr(inputs, "item_centred"):  # one fixed layout for the items' affine maps
+    if hasattr(inputs, "b_centred"):  # one fixed layout for the items' affine maps
+        zeros = jnp.zeros_like(inputs.b_centred)
         inputs = dataclasses.replace(
-            inputs, item_centred=jnp.zeros_like(inputs.item_centred), n_anchored=0
+            inputs, b_centred=zeros, log_a_centred=zeros, b_anchored=zeros, n_anchored=0
         )
     sites = _latent_sites((inputs, config))
     items = tuple(name for name, (_, plates) in sites.items() if ITEM_PLATE in plates)
@@ -164,7 +165,7 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
 
     rng = np.random.default_rng(settings.seed)
     u0 = rng.uniform(-0.5, 0.5, sum(sizes))  # in the unconstrained space, as NUTS starts
-    x_start = _start(inputs, items)
+    x_start = _unsolved_items(inputs, items)
     state = {"x": x_start, "evaluations": 0}
     n_obs = int(inputs.static_y.size + inputs.arena_z.size)
     grad_tol = GTOL * np.sqrt(max(n_obs, 1))
@@ -232,7 +233,7 @@ def _objective(u, x_start, inputs, config, items):
     return value, (x_start, jnp.asarray(True), {})
 
 
-def _start(inputs, items):
+def _unsolved_items(inputs, items):
     """The first inner solves start at the items' prior means (NaN says so)."""
     shape = (item_dimension(items), inputs.n_items) if items else (0,)
     return jnp.full(shape, jnp.nan, dtype=jnp.float64)

@@ -22,10 +22,10 @@ import numpy as np
 from numpyro.distributions import constraints
 from numpyro.infer import init_to_median, init_to_uniform
 
-from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.priors import uses_level
+from bayes_dualeval.model.spec import DualEvalModel
 
 #: Half-width of the uniform start in the unconstrained space.
 RADIUS = 0.5
@@ -64,19 +64,20 @@ def init_strategy(config: ModelConfig, inputs: ModelInputs | None = None):
         with unit-interval sites at their prior median under 3PL/4PL and the level term's
         globals at :func:`level_start` when ``inputs`` use it.
     """
-    bounded = config.mode != "bt" and links.get(config.irt).asymptotes
+    bounded = DualEvalModel(config).asymptotes
     values = {}
     if inputs is not None and inputs.has_arena and uses_level(inputs, config):
         gamma, level_c = level_start(inputs)
         values = {"gamma": gamma, "level_c": level_c}
     if not bounded and not values:
         return init_to_uniform(radius=RADIUS)
-    return partial(_start, values=values, bounded=bounded, radius=RADIUS)
+    return partial(_site_start, values=values, bounded=bounded, radius=RADIUS)
 
 
-def _start(site=None, values=None, bounded=False, radius=RADIUS):
+def _site_start(site=None, values=None, bounded=False, radius=RADIUS):
+    """One site's start: a given value, a unit-interval site's prior median, or uniform."""
     if site is None:
-        return partial(_start, values=values, bounded=bounded, radius=radius)
+        return partial(_site_start, values=values, bounded=bounded, radius=radius)
     if site["type"] == "sample" and not site["is_observed"]:
         if site["name"] in values:
             return np.broadcast_to(values[site["name"]], site["fn"].shape()).astype(np.float32)

@@ -18,9 +18,9 @@ from pathlib import Path
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.core.fields import check_fields
 from bayes_dualeval.data.distill import DEFAULT_BB_RATIO, DEFAULT_TIE_RATIO
+from bayes_dualeval.model import links
 
 MODES = ("both", "static", "arena", "bt")
-IRTS = ("2pl", "1pl", "3pl", "4pl")
 ITEM_PRIORS = ("hierarchical", "independent")
 ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
 ARENA_LEVELS = ("mean", "none")
@@ -62,10 +62,10 @@ class ModelConfig:
     mode : {"both", "static", "arena", "bt"}
         Which data enter: joint (every kind present), static only, arena only, or a
         Bradley-Terry baseline on the arena soft targets.
-    irt : {"2pl", "1pl", "3pl", "4pl"}
-        The item response function (:mod:`bayes_dualeval.model.links`): two-parameter
-        IRT, Rasch (all ``a_q = 1``), 2PL with a guessing floor ``c_q`` on static
-        questions (3PL), or also an upper asymptote ``d_q`` (4PL).
+    irt : {"1pl", "2pl", "3pl", "4pl"}
+        The item response function (:mod:`bayes_dualeval.model.links`): Rasch (all
+        ``a_q = 1``), two-parameter IRT (the default), 2PL with a guessing floor ``c_q`` on
+        static questions (3PL), or also an upper asymptote ``d_q`` (4PL).
     item_prior : {"hierarchical", "independent"}
         Pooled item priors with a learned location and scale per (kind, source), or fixed
         weakly-informative priors.
@@ -122,9 +122,9 @@ class ModelConfig:
     )
     irt: str = _likelihood(
         "2pl",
-        "Item response function: 2PL, Rasch (a_q = 1), 2PL with a guessing floor c_q (3PL), "
+        "Item response function: Rasch (a_q = 1), 2PL, 2PL with a guessing floor c_q (3PL), "
         "or also an upper asymptote d_q (4PL).",
-        choices=IRTS,
+        choices=links.LINKS,
     )
     item_prior: str = _prior(
         "hierarchical",

@@ -6,8 +6,8 @@ log density evaluated thousands of times per chain does as little as possible:
 * the soft-label pair term ``t log s + (1 - t) log(1 - s)`` with ``s = sigmoid(x)`` equals
   ``log_sigmoid(x) - (1 - t) x``, and ``x = gamma (p_i - p_j)`` is linear in the cell
   probabilities, so the second part collapses to ``gamma * sum_c lin_c p_c`` over arena
-  cells (``lin`` is a precomputed signed sum of pair weights). Only one ``log_sigmoid``
-  per pair remains;
+  cells (``pair_linear`` is a precomputed signed sum of pair weights). Only one
+  ``log_sigmoid`` per pair remains;
 * the both-bad term ``log(1 - p_i) + log(1 - p_j)`` is a weighted sum over cells, with the
   number of both-bad pairs a cell takes part in as its weight.
 """
@@ -26,6 +26,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.pilot import centring, prompt_level
+from bayes_dualeval.model.spec import DualEvalModel
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class ModelInputs:
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
-        anchored (row 2 of ``item_centred``).
+        anchored (marked by ``b_anchored``).
     item_group : jax.Array of int32, shape (Q,)
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
@@ -58,7 +59,7 @@ class ModelInputs:
         Soft target of each decisive pair (pointwise log likelihood only).
     pair_item : jax.Array of int32, shape (P,)
         Prompt of each decisive pair (pointwise log likelihood only).
-    lin : jax.Array of float32, shape (R,) (shape (M,) in ``bt`` mode)
+    pair_linear : jax.Array of float32, shape (R,) (shape (M,) in ``bt`` mode)
         ``sum w (1 - t)`` over pairs where the cell is first minus where it is second.
     bb_count : jax.Array of float32, shape (R,)
         Weighted number of both-bad pairs each arena cell is in.
@@ -72,10 +73,11 @@ class ModelInputs:
     level_group : jax.Array of int32, shape (Q,)
         Arena source (index among the ``n_level_groups`` arena item groups) of each item;
         0 for items that are not arena prompts (masked by ``prompt_n``).
-    item_centred : jax.Array of float32, shape (3, Q)
-        1 where an item's ``b`` (row 0) or ``log a`` (row 1) is sampled in centred
-        coordinates, 0 where non-centred (hierarchical item prior; see :func:`centring`);
-        row 2 is 1 where an arena prompt's ``b`` is anchored to its level
+    b_centred, log_a_centred : jax.Array of float32, shape (Q,)
+        1 where an item's ``b`` (``log a``) is sampled in centred coordinates, 0 where
+        non-centred (hierarchical item prior; see :func:`centring`).
+    b_anchored : jax.Array of float32, shape (Q,)
+        1 where an arena prompt's ``b`` is anchored to its level
         (:mod:`bayes_dualeval.model.anchoring`).
     """
 
@@ -98,13 +100,15 @@ class ModelInputs:
     pair_w: jax.Array
     pair_t: jax.Array
     pair_item: jax.Array
-    lin: jax.Array
+    pair_linear: jax.Array
     bb_count: jax.Array
     prompt_n: jax.Array
     prompt_zbar: jax.Array
     prompt_se: jax.Array
     level_group: jax.Array
-    item_centred: jax.Array
+    b_centred: jax.Array
+    log_a_centred: jax.Array
+    b_anchored: jax.Array
 
     @property
     def has_static(self) -> bool:
@@ -130,37 +134,21 @@ jax.tree_util.register_dataclass(
 jax.tree_util.register_static(ModelConfig)
 
 
-def select_kinds(dataset: Dataset, config: ModelConfig) -> tuple[bool, bool]:
-    """Which kinds of data the configured mode uses, checked against what the data holds.
-
-    Returns
-    -------
-    use_static, use_arena : bool
-
-    Raises
-    ------
-    ConfigError
-        When the mode needs a kind of data that the dataset does not have.
-    """
-    has_static, has_arena = len(dataset.static_y) > 0, len(dataset.arena_z) > 0
-    if config.mode == "static" and not has_static:
-        raise ConfigError("mode 'static' needs static labels, and the data has none")
-    if config.mode in ("arena", "bt") and not has_arena:
-        raise ConfigError(f"mode {config.mode!r} needs arena rewards, and the data has none")
-    use_static = has_static and config.mode in ("both", "static")
-    use_arena = has_arena and config.mode in ("both", "arena", "bt")
-    return use_static, use_arena
-
-
 def pair_weights(pairs: Pairs, arena_likelihood: str) -> np.ndarray:
     """Per-pair weights: ``2 / n_q`` (``pairs``) or 1 (``pairs-full``).
 
     A prompt answered by ``n_q`` models yields ``n_q (n_q - 1) / 2`` pairs but only
     ``n_q - 1`` independent contrasts; weight ``2 / n_q`` makes its pairs count as that many.
     """
+    return contrast_weight(pairs.prompt_models[pairs.item], arena_likelihood)
+
+
+def contrast_weight(prompt_models, arena_likelihood: str) -> np.ndarray:
+    """The weight of a pair on a prompt answered by ``prompt_models`` models (see above)."""
+    n = np.asarray(prompt_models, dtype=np.float64)
     if arena_likelihood == "pairs-full":
-        return np.ones(pairs.n_pairs, dtype=np.float32)
-    return (2.0 / pairs.prompt_models[pairs.item]).astype(np.float32)
+        return np.ones(n.shape, dtype=np.float32)
+    return (2.0 / n).astype(np.float32)
 
 
 def build_inputs(
@@ -187,7 +175,7 @@ def build_inputs(
     pairs : Pairs or None
         The pairs used (None when the arena term does not use pairs).
     """
-    use_static, use_arena = select_kinds(dataset, config)
+    use_static, use_arena = DualEvalModel(config).kinds(dataset)
     f32, i32 = np.float32, np.int32
     empty_i, empty_f = np.zeros(0, i32), np.zeros(0, f32)
     s_model = dataset.static_model if use_static else empty_i
@@ -205,9 +193,10 @@ def build_inputs(
     pair_i = pair_j = empty_i
     pair_w = pair_t = empty_f
     pair_item = empty_i
-    lin = np.zeros(n_cells, f32)
+    pair_linear = np.zeros(n_cells, f32)
     bb = np.zeros(n_cells, f32)
-    if use_arena and (config.arena_likelihood != "reward" or config.mode == "bt"):
+    model = DualEvalModel(config)
+    if use_arena and model.arena_term != "reward":
         if pairs is None:
             pairs = distill(dataset, bb_ratio=config.bb_ratio, tie_ratio=config.tie_ratio)
         w = pair_weights(pairs, config.arena_likelihood)
@@ -224,17 +213,17 @@ def build_inputs(
             ).astype(f32)
         wd = w[dec]
         loss = wd * (1.0 - pairs.target[dec])
-        lin = (
+        pair_linear = (
             np.bincount(ci, weights=loss, minlength=size)
             - np.bincount(cj, weights=loss, minlength=size)
         ).astype(f32)
         pair_i, pair_j, pair_w = ci.astype(i32), cj.astype(i32), wd.astype(f32)
         pair_t, pair_item = pairs.target[dec].astype(f32), pairs.item[dec].astype(i32)
-    elif not use_arena or config.arena_likelihood == "reward":
+    else:
         pairs = None
     if config.mode == "bt" and len(pair_w) == 0:
         raise ConfigError("mode 'bt' found no decisive arena pairs to fit")
-    item_centred = centring(
+    b_centred, log_a_centred, b_anchored = centring(
         dataset,
         use_static,
         centred,
@@ -246,7 +235,7 @@ def build_inputs(
         n_groups=len(dataset.groups),
         n_level_groups=n_level_groups,
         n_static_items=len(static_items),
-        n_anchored=int(item_centred[2].sum()),
+        n_anchored=int(b_anchored.sum()),
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
@@ -260,12 +249,14 @@ def build_inputs(
         pair_w=jnp.asarray(pair_w),
         pair_t=jnp.asarray(pair_t),
         pair_item=jnp.asarray(pair_item),
-        lin=jnp.asarray(lin),
+        pair_linear=jnp.asarray(pair_linear),
         bb_count=jnp.asarray(bb),
         prompt_n=jnp.asarray(prompt_n),
         prompt_zbar=jnp.asarray(prompt_zbar),
         prompt_se=jnp.asarray(prompt_se),
         level_group=jnp.asarray(group_of_item),
-        item_centred=jnp.asarray(item_centred),
+        b_centred=jnp.asarray(b_centred),
+        log_a_centred=jnp.asarray(log_a_centred),
+        b_anchored=jnp.asarray(b_anchored),
     )
     return inputs, pairs

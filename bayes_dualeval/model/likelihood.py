@@ -117,11 +117,11 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
     Equal to ``lambda_arena * arena_loglik(...).sum()`` (with the both-bad part weighted by
     ``lambda_bb`` instead), computed more cheaply: the soft-target part of each pair is
     linear in the cell probabilities and collapses to one dot product with
-    ``inputs.lin`` (see :mod:`bayes_dualeval.model.inputs`).
+    ``inputs.pair_linear`` (see :mod:`bayes_dualeval.model.inputs`).
     """
     if config.mode == "bt":
         x = theta[inputs.pair_i] - theta[inputs.pair_j]
-        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - jnp.dot(inputs.lin, theta)
+        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - jnp.dot(inputs.pair_linear, theta)
         return config.lambda_arena * ll
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
@@ -130,7 +130,7 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
         ll = jnp.sum(reward_per_item(p, gamma, sigma, inputs))
     else:
         x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
-        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - gamma * jnp.dot(inputs.lin, p)
+        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - gamma * jnp.dot(inputs.pair_linear, p)
         ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
     if level is not None:
         ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs))

@@ -24,7 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+#: The IRT links, simplest first (the order of choices everywhere).
 LINKS = ("1pl", "2pl", "3pl", "4pl")
+#: Every per-item parameter a link may have, in table order: difficulty, discrimination,
+#: guessing floor, upper asymptote.
+ITEM_PARAMETERS = ("b", "a", "c", "d")
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ class Link:
     @property
     def item_sites(self) -> tuple[str, ...]:
         """Per-item quantities the posterior holds, in table order."""
-        return ("b",) + ("a",) * self.slope + ("c",) * self.floor + ("d",) * self.ceiling
+        has = {"b": True, "a": self.slope, "c": self.floor, "d": self.ceiling}
+        return tuple(name for name in ITEM_PARAMETERS if has[name])
 
     @property
     def asymptotes(self) -> bool:

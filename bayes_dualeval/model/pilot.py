@@ -134,7 +134,7 @@ def centring(
         (:data:`PRIOR_SD_B`, :data:`PRIOR_SD_LOG_A` squared) is at least 1: its likelihood
         is then narrower than the prior. Arena prompts, whose pairs see only differences,
         stay non-centred, unless the level term sees them (``arena_level``): then their
-        ``b`` is anchored to the level their mean reward implies (row 2;
+        ``b`` is anchored to the level their mean reward implies (``b_anchored``;
         :mod:`bayes_dualeval.model.anchoring`). ``none``: every item non-centred; ``all``:
         every item centred; neither anchors.
     arena_level : bool
@@ -143,8 +143,9 @@ def centring(
     Returns
     -------
     numpy.ndarray of float32, shape (3, Q)
-        Row 0 for ``b``, row 1 for ``log a`` (1 centred, 0 non-centred); row 2 is 1 where
-        ``b`` is anchored instead.
+        Its rows unpack as ``b_centred, log_a_centred, b_anchored`` (the fields of
+        :class:`~bayes_dualeval.model.inputs.ModelInputs`): 1 where ``b`` (``log a``) is
+        centred, 0 where non-centred; 1 where ``b`` is anchored instead.
     """
     q = dataset.n_items
     if how == "none":

@@ -75,7 +75,7 @@ def item_parameters(
     ``(b - theta_mean) / rho`` and ``log a + log rho`` (the prior density transformed
     exactly), so stretching the scale moves the ability contrasts and the group
     hyperparameters only, all of them in NUTS's dense-mass block, and no item coordinate.
-    Each item is centred (``inputs.item_centred``, see
+    Each item is centred (``inputs.b_centred``, ``inputs.log_a_centred``, see
     :func:`bayes_dualeval.model.inputs.centring`) when its responses pin it down, and
     non-centred (``b_raw`` standard normal, scaled by ``sigma_b``) when the prior
     dominates: with informative data, non-centred coordinates tie every ``b_raw`` to
@@ -84,7 +84,7 @@ def item_parameters(
     level term then mixed far worse, E-BFMI 0.1.)
 
     Arena prompts seen through the level term are *anchored* instead when ``anchor`` is
-    given and ``inputs.item_centred[2]`` marks them: ``b_q`` is drawn around the
+    given and ``inputs.b_anchored`` marks them: ``b_q`` is drawn around the
     difficulty its mean reward implies (:mod:`bayes_dualeval.model.anchoring`), same prior,
     other coordinates.
 
@@ -101,7 +101,6 @@ def item_parameters(
     g = inputs.item_group
     a = None
     if config.item_prior == "hierarchical":
-        c = inputs.item_centred
         with numpyro.plate("group", inputs.n_groups):
             mu_b = numpyro.sample("mu_b", dist.Normal(0.0, config.b_loc_scale))
             sigma_b = numpyro.sample("sigma_b", dist.HalfNormal(config.b_scale_scale))
@@ -112,16 +111,22 @@ def item_parameters(
                 )
         with numpyro.plate("item", inputs.n_items):
             if two_pl:
-                log_a = _draw("log_a_raw", mu_la[g], sigma_la[g], c[1], shift=-jnp.log(spread))
+                log_a = _draw(
+                    "log_a_raw", mu_la[g], sigma_la[g], inputs.log_a_centred,
+                    shift=-jnp.log(spread),
+                )  # fmt: skip
                 a = numpyro.deterministic("a", jnp.exp(log_a))
             # arena prompts are located relative to their group: their common level is only
             # weakly identified (rewards are normalised), and this way it is one coordinate
             relative = jnp.where(inputs.prompt_n > 0, mu_b[g], 0.0)
             if anchor is None or inputs.n_anchored == 0:
-                b_rel = _draw("b_raw", mu_b[g], sigma_b[g], c[0], stretch=spread, shift=relative)
+                b_rel = _draw(
+                    "b_raw", mu_b[g], sigma_b[g], inputs.b_centred, stretch=spread,
+                    shift=relative,
+                )  # fmt: skip
             else:
                 b_rel = _anchored(
-                    inputs, a, theta_mean, mu_b[g], sigma_b[g], c, spread, relative, anchor
+                    inputs, a, theta_mean, mu_b[g], sigma_b[g], spread, relative, anchor
                 )
             b = numpyro.deterministic("b", theta_mean + b_rel)
     else:
@@ -134,7 +139,7 @@ def item_parameters(
     return a, b
 
 
-def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, c, spread, relative, anchor):
+def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, spread, relative, anchor):
     """``b - theta_mean`` with the marked arena prompts anchored (see :func:`item_parameters`).
 
     Unmarked items are drawn by :func:`_draw` as usual; a marked prompt's site ``b_raw`` is
@@ -143,11 +148,11 @@ def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, c, spread, relativ
     Jacobian ``s_q``.
     """
     theta, gamma, level_c = anchor
-    marked = (c[2] > 0) & (inputs.prompt_n > 0)
+    marked = (inputs.b_anchored > 0) & (inputs.prompt_n > 0)
     slope = jnp.ones(inputs.n_items) if a is None else a
     b_star, w = anchoring.level_difficulty(theta, slope, gamma, level_c, inputs)
     s = anchoring.anchored_scale(slope, w, gamma, scale, inputs)
-    centred = jnp.where(marked, 0.0, c[0])
+    centred = jnp.where(marked, 0.0, inputs.b_centred)
     raw_or_plain = _draw(
         "b_raw",
         jnp.where(marked, 0.0, loc),

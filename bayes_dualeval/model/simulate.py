@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.core import atomic
+from bayes_dualeval.core import atomic, item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.model import links
@@ -156,8 +156,9 @@ def simulate(
             "domain": dom_r[qi],
         }
     )
-    static_ids = [f"{STATIC_SOURCE}::{d}_bench_{k}" for d, k in zip(dom_s, idx_s, strict=True)]
-    arena_ids = [f"{ARENA_SOURCE}::{p}" for p in prompt_ids]
+    benchmarks = np.char.add(dom_s.astype(str), "_bench")
+    static_ids = item_ids.static_ids(STATIC_SOURCE, benchmarks, idx_s)
+    arena_ids = [item_ids.arena_id(ARENA_SOURCE, p) for p in prompt_ids]
     observed = reward[keep_r]
     sd = float(observed.std()) if observed.size else 1.0
     truth = {

@@ -2,7 +2,8 @@
 
 A :class:`DualEvalModel` owns its :class:`~bayes_dualeval.model.config.ModelConfig` and
 answers what the rest of the package asks of the model: its IRT link and the per-item
-parameters the link has, and the pointwise log likelihoods. Checks, the report, the
+parameters the link has, which kinds of data it fits and with which arena term, and the
+pointwise log likelihoods. Checks, the report, the
 simulator and later features read the success probability from the
 :mod:`~bayes_dualeval.model.links` it names, so the predictive formula lives in one place.
 
@@ -17,7 +18,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.errors import ConfigError, InputError
+from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 
@@ -73,11 +75,68 @@ class DualEvalModel:
         """Per-item quantities in the posterior (none under Bradley-Terry)."""
         return () if self.config.mode == "bt" else self.link.item_sites
 
+    @property
+    def asymptotes(self) -> bool:
+        """Whether items have a guessing floor or an upper asymptote (3PL, 4PL; not ``bt``)."""
+        return self.arena_items and self.link.asymptotes
+
+    @property
+    def arena_items(self) -> bool:
+        """Whether arena prompts have item parameters (every mode but Bradley-Terry)."""
+        return self.config.mode != "bt"
+
+    @property
+    def arena_term(self) -> str:
+        """The arena likelihood: ``"bt"``, ``"reward"`` or ``"pairs"`` (also ``pairs-full``).
+
+        ``"pairs"`` and ``"bt"`` read distilled pairs; ``"reward"`` the rewards themselves.
+        """
+        if self.config.mode == "bt":
+            return "bt"
+        return "reward" if self.config.arena_likelihood == "reward" else "pairs"
+
+    def kinds(self, dataset: Dataset, *, strict: bool = True) -> tuple[bool, bool]:
+        """Which kinds of data this model fits from ``dataset``: ``(use_static, use_arena)``.
+
+        Parameters
+        ----------
+        dataset : Dataset
+        strict : bool
+            Raise when the mode needs a kind of data the dataset lacks (else report it
+            as unused).
+
+        Raises
+        ------
+        ConfigError
+            With ``strict``, when the mode needs a kind of data the dataset does not have.
+        """
+        mode = self.config.mode
+        has_static, has_arena = len(dataset.static_y) > 0, len(dataset.arena_z) > 0
+        if strict and mode == "static" and not has_static:
+            raise ConfigError("mode 'static' needs static labels, and the data has none")
+        if strict and mode in ("arena", "bt") and not has_arena:
+            raise ConfigError(f"mode {mode!r} needs arena rewards, and the data has none")
+        return has_static and mode in ("both", "static"), has_arena and mode != "static"
+
+    def item_kinds(self, dataset: Dataset) -> tuple[bool, bool]:
+        """The kinds of data fitted with item parameters: static, and arena unless ``bt``."""
+        use_static, use_arena = self.kinds(dataset, strict=False)
+        return use_static, use_arena and self.arena_items
+
+    def fitted_data(self, dataset: Dataset) -> Dataset:
+        """``dataset`` restricted to the kinds this model fits (see :meth:`kinds`)."""
+        use_static, use_arena = self.kinds(dataset)
+        if use_static and not use_arena and len(dataset.arena_z):
+            return dataset.only("static")
+        if use_arena and not use_static and len(dataset.static_y):
+            return dataset.only("arena")
+        return dataset
+
     def item_parameters(self, draws: Mapping) -> dict:
         """The link's per-item arrays from ``draws`` (None where the link has none)."""
         return {
             name: draws.get(name) if name in self.item_sites else None
-            for name in ("b", "a", "c", "d")
+            for name in links.ITEM_PARAMETERS
         }
 
     def static_loglik(self, draws: Mapping, inputs):

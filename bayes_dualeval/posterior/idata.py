@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.model.config import ModelConfig
@@ -123,7 +124,7 @@ def loglik_draws(n_chain: int, n_draw: int, inputs: ModelInputs) -> np.ndarray |
         return None
     if keep * n_chain < MIN_LOGLIK_DRAWS or keep < 2:
         return np.empty(0, dtype=int)
-    return np.unique(np.linspace(0, n_draw - 1, keep).round().astype(int))
+    return evenly_spaced(n_draw, keep)
 
 
 def loglik_unit(config: ModelConfig, inputs: ModelInputs) -> dict:
@@ -140,7 +141,7 @@ def loglik_unit(config: ModelConfig, inputs: ModelInputs) -> dict:
     if inputs.has_static:
         unit["static"] = "label"
     if inputs.has_arena:
-        if config.mode != "bt" and config.arena_likelihood == "reward":
+        if DualEvalModel(config).arena_term == "reward":
             arena = "prompt: its rewards (normal, prompt offset integrated out)"
         else:
             weight = "1" if config.arena_likelihood == "pairs-full" else "2/n_q"

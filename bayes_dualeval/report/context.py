@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.model import links
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
@@ -66,7 +67,7 @@ class ReportContext:
     def thin(self, n: int) -> np.ndarray:
         """Indices of at most ``n`` evenly spaced pooled draws."""
         total = self.n_chain * self.n_draw
-        return np.unique(np.linspace(0, total - 1, min(n, total)).astype(int))
+        return evenly_spaced(total, n)
 
     def success_curve(self, k: int, grid: np.ndarray, draws: np.ndarray) -> np.ndarray:
         """P(success) on item ``k`` at abilities ``grid`` (centred), for pooled ``draws``.

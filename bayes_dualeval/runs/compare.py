@@ -25,7 +25,7 @@ def sampler_notes(diagnostics: dict, n_draws: int | None = None) -> list[str]:
     InputError
         For a point fit (``map``): it has no posterior draws.
     """
-    from bayes_dualeval.posterior.diagnostics import LIMITS, Convergence
+    from bayes_dualeval.posterior.convergence import LIMITS, Convergence
 
     sampler = diagnostics.get("sampler", {}).get("sampler")
     if sampler == "map":

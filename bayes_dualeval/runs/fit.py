@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
-import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,21 +19,21 @@ import numpy as np
 
 from bayes_dualeval import __version__
 from bayes_dualeval.core import atomic
-from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.core.fields import setting
+from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.inference.compiled import release_if_crowded
 from bayes_dualeval.inference.sampling import check_supported, sample
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.model.inputs import build_inputs, select_kinds
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.spec import DualEvalModel
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from bayes_dualeval.checks import PPC
-    from bayes_dualeval.posterior.diagnostics import Convergence
+    from bayes_dualeval.posterior.convergence import Convergence
 
 POSTERIOR_FILE = "posterior.nc"
 DIAGNOSTICS_FILE = "diagnostics.json"
@@ -93,7 +92,7 @@ class FitResult:
     @property
     def convergence(self) -> Convergence:
         """The convergence check recorded in :attr:`diagnostics`, as its typed result."""
-        from bayes_dualeval.posterior.diagnostics import Convergence
+        from bayes_dualeval.posterior.convergence import Convergence
 
         return Convergence.from_dict(self.diagnostics.get("convergence", {}))
 
@@ -161,11 +160,7 @@ def fit(
     # a process that fits many models in turn would otherwise run out of memory maps
     release_if_crowded()
     timings = dict(timings or {})
-    use_static, use_arena = select_kinds(dataset, config)
-    if not use_arena:
-        dataset = dataset.only("static")
-    elif not use_static:
-        dataset = dataset.only("arena")
+    dataset = DualEvalModel(config).fitted_data(dataset)
     start = time.perf_counter()
     centred = settings.centring if settings.sampler == "nuts" else "none"
     inputs, pairs = build_inputs(dataset, config, centred=centred)
@@ -232,7 +227,7 @@ def _interrupted(conv: Convergence, info: dict) -> Convergence:
 
 
 def _thin(values: np.ndarray, n: int) -> list:
-    idx = np.unique(np.linspace(0, len(values) - 1, n).astype(int))
+    idx = evenly_spaced(len(values), n)
     return [[int(i), float(values[i])] for i in idx]
 
 
@@ -245,14 +240,6 @@ def default_run_dir(sampler: str, root: str | Path = "runs") -> Path:
         k += 1
         path = base.with_name(f"{base.name}-{k}")
     return path
-
-
-def check_out_dir(out: str | Path) -> Path:
-    """Refuse to write into an existing, non-empty folder (an earlier run is never touched)."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out} already exists and is not empty; choose another {setting('out')}")
-    return out
 
 
 def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
@@ -272,24 +259,14 @@ def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
     Path
         The run folder.
     """
-    out = check_out_dir(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.partial-{time.time_ns()}"
-    staging.mkdir()
-    try:
+    with atomic.staged_folder(out) as staging:
         start = time.perf_counter()
         write_netcdf(result.idata, staging / POSTERIOR_FILE)
         if extra is not None:
             extra(staging, result)
         result.diagnostics["timings"]["write"] = round(time.perf_counter() - start, 3)
         write_diagnostics(staging, result.diagnostics)
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+    return Path(out)
 
 
 def _compress(var) -> bool:

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.checks import FLAG_Q, item_table, posterior_predictive
+from bayes_dualeval.checks import FLAG_Q, CheckOptions, item_table, posterior_predictive
 from bayes_dualeval.checks.benchmark_audit import benchmark_audit
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ReportWarning
+from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import leaderboard, pairwise
 from bayes_dualeval.runs.fit import FitResult, write_diagnostics, write_run
 from bayes_dualeval.runs.selection import ANOMALY_TOP, anomaly_rows, select_anomalies
@@ -68,10 +69,11 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
         anomalies = result.diagnostics.get("anomalies", ANOMALY_TOP)
     anomalies = anomaly_rows(anomalies)
     idata, dataset = result.idata, result.dataset
-    kw = {"pairs": result.pairs, "bb_ratio": result.config.bb_ratio,
-          "tie_ratio": result.config.tie_ratio, "seed": result.settings.seed,
-          "max_draws": CHECK_DRAWS}  # fmt: skip
-    ppc = posterior_predictive(idata, dataset, ci=ci, **kw)
+    options = CheckOptions(
+        seed=result.settings.seed, max_draws=CHECK_DRAWS, bb_ratio=result.config.bb_ratio,
+        tie_ratio=result.config.tie_ratio,
+    )  # fmt: skip
+    ppc = posterior_predictive(idata, dataset, result.pairs, ci=ci, options=options)
     flagged = select_anomalies(ppc.anomalies, anomalies, FLAG_Q)
     flagged["ci"] = ci
     board = leaderboard(idata, dataset, ci=ci)
@@ -80,12 +82,12 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     result.tables = {
         "leaderboard": board,
         "pairwise": pairwise(idata),
-        "items": item_table(idata, dataset, ci=ci, ppc=ppc, **kw),
+        "items": item_table(
+            idata, dataset, ci=ci, pairs=result.pairs, options=options, ppc=ppc
+        ),
         "anomalies": flagged,
     }
-    static = len(dataset.static_y) and result.config.mode in ("both", "static")
-    arena = len(dataset.arena_z) and result.config.mode in ("both", "arena")
-    if static or arena:
+    if any(DualEvalModel(result.config).item_kinds(dataset)):
         result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies

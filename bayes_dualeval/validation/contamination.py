@@ -16,7 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.checks.options import CheckOptions
 from bayes_dualeval.checks.ppc import anomalies
+from bayes_dualeval.core import item_ids
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.simulate import STATIC_SOURCE, simulate
@@ -75,8 +77,8 @@ def contaminate(
     rng = np.random.default_rng(seed)
     out = static.copy()
     out["source"] = STATIC_SOURCE
-    item = STATIC_SOURCE + "::" + out["dataset"] + "_" + out["sample_index"].astype(str)
-    p = true_probability(truth, out["model_label"].to_numpy(str), item.to_numpy(str))
+    item = item_ids.static_ids(STATIC_SOURCE, out["dataset"], out["sample_index"])
+    p = true_probability(truth, out["model_label"].to_numpy(str), item)
     candidates = np.flatnonzero((p < max_p) & (out["correct"].to_numpy() == 0))
     n = min(len(candidates), int(round(share * len(out))))
     chosen = rng.choice(candidates, size=n, replace=False)
@@ -128,16 +130,14 @@ def contamination_study(
     dataset = Dataset.from_frames(static=static)
     settings = settings or SamplerSettings(chains=2, warmup=150, draws=150, seed=seed)
     result = fit(dataset, config, settings)
-    cells = anomalies(result.idata, result.dataset, seed=seed)
+    cells = anomalies(result.idata, result.dataset, options=CheckOptions(seed=seed))
     # rows of the frame and cells of the dataset: match on (model, item)
     ds = result.dataset
     key = pd.MultiIndex.from_arrays([ds.models[ds.static_model], ds.items[ds.static_item]])
     frame_key = pd.MultiIndex.from_arrays(
         [
             static["model_label"].to_numpy(str),
-            (
-                STATIC_SOURCE + "::" + static["dataset"] + "_" + static["sample_index"].astype(str)
-            ).to_numpy(str),
+            item_ids.static_ids(STATIC_SOURCE, static["dataset"], static["sample_index"]),
         ]
     )
     positive = pd.Series(injected, index=frame_key).reindex(key).to_numpy(dtype=bool)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.posterior.diagnostics import LIMITS
+from bayes_dualeval.posterior.convergence import LIMITS
 from bayes_dualeval.report import plots
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import Markup, num, pct

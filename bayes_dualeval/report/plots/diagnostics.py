@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter
 
-from bayes_dualeval.posterior.diagnostics import LIMITS
+from bayes_dualeval.posterior.convergence import LIMITS
 from bayes_dualeval.report.plots.base import BAD, POINT, figure, group_colour, short, tidy
 
 
@@ -26,7 +26,7 @@ def rhat_ess(
         One row per parameter: ``rhat``, ``ess_bulk``, ``ess_tail``.
     rhat_max, ess_min : float, optional
         Thresholds, drawn as red lines; default those of
-        :data:`~bayes_dualeval.posterior.diagnostics.LIMITS`.
+        :data:`~bayes_dualeval.posterior.convergence.LIMITS`.
 
     Returns
     -------
