@@ -64,8 +64,8 @@ def dataset_fields(
     static = _empty("correct") if static is None else static
     arena = _empty("reward") if arena is None else arena
 
-    static, n_dup_s = _dedupe(static)
-    arena, n_dup_a = _dedupe(arena)
+    static, n_dup_s = dedupe(static)
+    arena, n_dup_a = dedupe(arena)
     if n_dup_s + n_dup_a:
         skipped["duplicate (model, item)"] += n_dup_s + n_dup_a
     # Arena prompts answered by one model carry no comparison.
@@ -231,6 +231,7 @@ def _empty(value: str) -> pd.DataFrame:
     )
 
 
-def _dedupe(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+def dedupe(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Keep the last row of each (model, item); return the table and how many were dropped."""
     keep = ~table.duplicated(["model", "item"], keep="last")
     return table.loc[keep].reset_index(drop=True), int((~keep).sum())

@@ -1,0 +1,75 @@
+"""``bayes-dualeval adaptive``: simulate adaptive testing of models against a bank."""
+
+from __future__ import annotations
+
+import click
+
+from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+
+
+@click.command(context_settings=CONTEXT)
+@click.option(
+    "--bank", required=True, type=click.Path(path_type=str),
+    help="A run folder of `bayes-dualeval fit` (NUTS or SVI) whose items stay fixed.",
+)  # fmt: skip
+@click.option(
+    "--data", "data", required=True, multiple=True, type=click.Path(exists=True, path_type=str),
+    help="Evaluation files or folders whose answers act as the oracle (repeatable).",
+)  # fmt: skip
+@click.option(
+    "--select", type=click.Choice(["fisher", "kl", "random"]), default="fisher",
+    show_default=True, help="Next question: most information, most expected variance "
+    "reduction, or random.",
+)  # fmt: skip
+@click.option("--target-se", type=float, default=0.3, show_default=True,
+              help="Stop when the posterior sd falls below this.")  # fmt: skip
+@click.option("--max-items", type=int, default=50, show_default=True,
+              help="Stop after this many questions.")  # fmt: skip
+@click.option("--exposure", type=int, default=1, show_default=True,
+              help="Randomesque exposure control: choose among the R best questions.")  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random choices.")
+@click.option(
+    "--out", required=True, type=click.Path(path_type=str),
+    help="Folder to write (must not exist or be empty).",
+)  # fmt: skip
+@clean_errors
+def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
+    """Ask each model of --data the bank's questions one at a time until its sd is small.
+
+    The answers come from the model's responses in --data; after each answer the ability
+    posterior is updated on a grid per posterior draw of the bank's items. Writes
+    OUT/adaptive.csv (one row per model), OUT/trace.csv (one row per question), the same
+    for a random order (random_*.csv, unless --select random) and OUT/sd_by_items.png.
+    This version asks static questions only.
+
+    \b
+    Example:
+        bayes-dualeval adaptive --bank runs/2pl --data new/ --target-se 0.25 --out cat/
+    """
+    from bayes_dualeval.inference.device import configure
+
+    configure("cpu", 1, compile_cache=False)
+
+    from bayes_dualeval.measure.adaptive import adaptive as run_adaptive
+    from bayes_dualeval.measure.bank import Bank, responses
+    from bayes_dualeval.measure.output import write_adaptive
+
+    the_bank = Bank.from_run(bank)
+    oracle = responses(list(data), the_bank, rescore=True)
+    options = {"target_se": target_se, "max_items": max_items, "seed": seed}
+    result = run_adaptive(the_bank, oracle, select=select, exposure=exposure, **options)
+    baseline = None
+    if select != "random":
+        baseline = run_adaptive(the_bank, oracle, select="random", **options)
+    path = write_adaptive(result, baseline, out, select=select)
+    for row in result.summary.itertuples():
+        click.echo(
+            f"{row.model}: {row.n_items} questions, theta {row.theta_mean:+.2f} "
+            f"(sd {row.theta_sd:.2f}), stopped by {row.stopped_by}"
+        )
+    if baseline is not None:
+        click.echo(
+            f"mean questions: {select} {result.summary['n_items'].mean():.1f}, "
+            f"random {baseline.summary['n_items'].mean():.1f}"
+        )
+    click.echo(f"wrote {path}")

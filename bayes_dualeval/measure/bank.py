@@ -1,0 +1,304 @@
+"""A frozen run as a bank of calibrated items, and new responses aligned with it.
+
+:meth:`Bank.from_run` reads a run folder (:func:`bayes_dualeval.runs.load.load_result`)
+and keeps what measuring a new model needs, with nothing re-derived: the specification
+(:class:`~bayes_dualeval.model.spec.DualEvalModel`: link, item sites, arena term), evenly
+spaced posterior draws of the item parameters, of ``gamma`` and of the bank models'
+abilities, the reward normalisation the fit applied (per source: the mean and standard
+deviation of the bank's raw rewards) and the tie and both-bad thresholds of its pair
+distillation. :func:`responses` reads new evaluation files into the same item ids and
+normalises their rewards with the bank's normalisation.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayes_dualeval import __version__
+from bayes_dualeval.core.errors import DataWarning, InputError
+from bayes_dualeval.core.fields import setting
+from bayes_dualeval.core.thinning import evenly_spaced
+from bayes_dualeval.data.readers import read_paths
+from bayes_dualeval.data.tables import dedupe
+from bayes_dualeval.model import links
+from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.summaries import draws_of
+
+#: Posterior draws of the bank kept for measuring (evenly spaced over the chains).
+BANK_DRAWS = 1000
+
+
+@dataclass(frozen=True, eq=False)
+class Bank:
+    """Calibrated items and bank models of a fitted run, at evenly spaced posterior draws.
+
+    Attributes
+    ----------
+    run_dir : Path
+    model : DualEvalModel
+        The run's recorded specification.
+    dataset : Dataset
+        The data the bank was fitted to.
+    items : pandas.DataFrame
+        One row per bank item: ``item, kind, source, domain, dataset`` (``dataset`` the
+        benchmark of a static item, empty for arena prompts), in the bank's item order.
+    draws : dict of numpy.ndarray
+        ``b``, ``a``, ``c``, ``d`` (shape (D, Q); None where the link has none),
+        ``theta`` (raw abilities of the bank models, (D, M)), ``theta_centred`` (on the
+        leaderboard's scale), ``gamma`` ((D,), 1 where the model has none) and ``sigma``.
+    reward_centre, reward_scale : dict
+        Per arena source, the mean and standard deviation the fit's normalisation used
+        (one entry ``""`` when rewards were normalised globally).
+    tie_threshold, bb_threshold : float
+        The ``|dz|`` and ``max(z)`` cut-offs of the bank's pair distillation.
+    """
+
+    run_dir: Path
+    model: DualEvalModel
+    dataset: object
+    items: pd.DataFrame
+    draws: dict
+    reward_centre: dict
+    reward_scale: dict
+    tie_threshold: float
+    bb_threshold: float
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path, *, max_draws: int = BANK_DRAWS) -> Bank:
+        """Read a run folder as a bank.
+
+        Raises
+        ------
+        InputError
+            When the folder is missing or not a readable run, was written by another
+            version of bayes-dualeval, holds a point estimate instead of posterior draws
+            (a MAP run), or its posterior lacks a site its specification samples.
+        """
+        from bayes_dualeval.runs.load import load_result
+
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise InputError(f"bank {run_dir} does not exist or is not a folder")
+        try:
+            result = load_result(run_dir)
+        except InputError as exc:
+            text = str(exc) if str(run_dir) in str(exc) else f"bank {run_dir}: {exc}"
+            raise InputError(text) from None
+        except Exception as exc:  # a truncated or foreign netCDF file fails in h5py
+            raise InputError(f"bank {run_dir}: cannot read posterior.nc ({exc})") from None
+        written = result.diagnostics.get("versions", {}).get("bayes_dualeval")
+        if written != __version__:
+            raise InputError(
+                f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
+                f"this is {__version__}: fit the bank again"
+            )
+        idata, model = result.idata, DualEvalModel(result.config)
+        n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
+        if n_draws < 2:
+            raise InputError(
+                f"bank {run_dir} holds a point estimate ({result.settings.sampler}), not "
+                "posterior draws: fit the bank with the nuts or svi sampler"
+            )
+        keep = evenly_spaced(n_draws, max_draws)
+        draws = {}
+        for name in (*links.ITEM_PARAMETERS, "theta", "theta_centred", "gamma", "sigma"):
+            if name in idata.posterior:
+                draws[name] = np.asarray(draws_of(idata, name), np.float64)[keep]
+            elif name in model.item_sites or name in ("theta", "theta_centred"):
+                raise InputError(f"bank {run_dir}: the posterior has no {name!r}")
+            else:
+                draws[name] = None
+        for name in ("gamma", "sigma"):
+            if draws[name] is None:
+                draws[name] = np.ones(len(keep))
+        centre, scale = _reward_normalisation(result.dataset)
+        pairs = result.pairs
+        return cls(
+            run_dir=run_dir,
+            model=model,
+            dataset=result.dataset,
+            items=_item_table(result.dataset),
+            draws=draws,
+            reward_centre=centre,
+            reward_scale=scale,
+            tie_threshold=float(pairs.tie_threshold) if pairs is not None else -np.inf,
+            bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
+        )
+
+    @property
+    def n_draws(self) -> int:
+        """Number of bank draws kept."""
+        return len(self.draws["theta"])
+
+    @property
+    def models(self) -> np.ndarray:
+        """The bank models' labels."""
+        return self.dataset.models
+
+    def parameters(self, rows=slice(None), items=None) -> dict:
+        """Item parameter draws ``b, a, c, d`` of draws ``rows`` and items ``items``."""
+        out = {}
+        for name in links.ITEM_PARAMETERS:
+            value = self.draws[name] if name in self.model.item_sites else None
+            if value is not None:
+                value = value[rows]
+                if items is not None:
+                    value = value[:, items]
+            out[name] = value
+        return out
+
+
+def _item_table(dataset) -> pd.DataFrame:
+    from bayes_dualeval.core.item_ids import benchmark_of
+
+    kind = np.asarray(dataset.item_kind, dtype=str)
+    bench = np.where(kind == "static", benchmark_of(dataset.items), "")
+    return pd.DataFrame(
+        {
+            "item": dataset.items,
+            "kind": kind,
+            "source": dataset.item_source,
+            "domain": dataset.item_domain,
+            "dataset": bench,
+        }
+    )
+
+
+def _reward_normalisation(dataset) -> tuple[dict, dict]:
+    """Per source, the mean and sd that turned the bank's raw rewards into its ``z``."""
+    if len(dataset.arena_reward) == 0:
+        return {}, {}
+    source = np.asarray(dataset.item_source)[dataset.arena_item]
+    if dataset.reward_norm == "global":
+        source = np.full(len(source), "")
+    frame = pd.DataFrame({"source": source, "r": dataset.arena_reward})
+    stats = frame.groupby("source")["r"].agg(["mean", lambda r: float(np.std(r))])
+    stats.columns = ["mean", "sd"]
+    return stats["mean"].to_dict(), stats["sd"].to_dict()
+
+
+@dataclass(frozen=True, eq=False)
+class Responses:
+    """New models' responses on bank items, as bank indices.
+
+    Attributes
+    ----------
+    models : numpy.ndarray of str
+        The new models, sorted.
+    static_model, static_item : numpy.ndarray of int
+        New-model index and bank item index of each static label; ``static_y`` the labels.
+    arena_model, arena_item : numpy.ndarray of int
+        The same for each arena reward; ``arena_z`` the reward normalised with the bank's
+        normalisation.
+    n_skipped : int
+        Rows on items the bank does not hold (counted and left out).
+    """
+
+    models: np.ndarray
+    static_model: np.ndarray
+    static_item: np.ndarray
+    static_y: np.ndarray
+    arena_model: np.ndarray
+    arena_item: np.ndarray
+    arena_z: np.ndarray
+    n_skipped: int
+
+    @property
+    def n_models(self) -> int:
+        """Number of new models."""
+        return len(self.models)
+
+
+def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Responses:
+    """Read evaluation files of new models and align them with the bank's items.
+
+    Item ids are built as for a fit (``<source>::...`` with the file's parent folder as
+    source), so the new files must sit in folders named like the bank's sources.
+
+    Parameters
+    ----------
+    paths : str, Path or list of them
+        Files or folders, as :func:`bayes_dualeval.load` takes.
+    bank : Bank
+    rescore : bool
+        Allow models that are already in the bank (scored again as new).
+    items : iterable of str, optional
+        Keep only responses on these bank items (a short form from
+        :func:`~bayes_dualeval.measure.compress.compress`); the others are left out
+        without a warning.
+
+    Raises
+    ------
+    InputError
+        When nothing can be read, no row is on a bank item, or a model is already in the
+        bank (without ``rescore``).
+
+    Warns
+    -----
+    DataWarning
+        When rows on items outside the bank were left out.
+    """
+    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        paths = [paths]
+    static, arena, _ = read_paths(list(paths))
+    static, arena = dedupe(static)[0], dedupe(arena)[0]
+    index = pd.Index(bank.dataset.items)
+    kind = np.asarray(bank.dataset.item_kind, dtype=str)
+    use_static, use_arena = bank.model.kinds(bank.dataset, strict=False)
+    keep = None if items is None else set(map(str, items))
+    parts, skipped = {}, 0
+    for name, table, fitted in (("static", static, use_static), ("arena", arena, use_arena)):
+        if keep is not None:
+            table = table[table["item"].astype(str).isin(keep)]
+        item = index.get_indexer(table["item"].to_numpy(dtype=str))
+        ok = (item >= 0) & fitted
+        ok &= kind[np.where(item >= 0, item, 0)] == name
+        skipped += int((~ok).sum())
+        parts[name] = (table.loc[ok].reset_index(drop=True), item[ok])
+    models = sorted({str(m) for part in parts.values() for m in part[0]["model"]})
+    if not models:
+        raise InputError(
+            f"no row of the data is on an item of bank {bank.run_dir} "
+            f"({skipped} rows on other items): are the files in folders named like the "
+            "bank's sources?"
+        )
+    known = sorted(str(m) for m in set(models) & set(bank.models))
+    if known and not rescore:
+        raise InputError(
+            f"model {known[0]!r} is already in bank {bank.run_dir}"
+            + (f" (and {len(known) - 1} more)" if len(known) > 1 else "")
+            + f"; {setting('rescore', True)} scores it again"
+        )
+    if skipped:
+        warnings.warn(
+            f"{skipped} rows are on items the bank does not hold (or of a kind its "
+            "specification does not fit) and were left out",
+            DataWarning,
+            stacklevel=2,
+        )
+    model_index = pd.Index(models)
+    s_table, s_item = parts["static"]
+    a_table, a_item = parts["arena"]
+    reward = a_table["reward"].to_numpy(dtype=np.float64)
+    source = np.asarray(bank.dataset.item_source)[a_item] if len(a_item) else np.zeros(0, str)
+    if bank.dataset.reward_norm == "global":
+        source = np.full(len(source), "")
+    centre = np.array([bank.reward_centre.get(s, np.nan) for s in source])
+    scale = np.array([bank.reward_scale.get(s, np.nan) for s in source])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(scale > 0, (reward - centre) / np.where(scale > 0, scale, 1.0), 0.0)
+    return Responses(
+        models=np.asarray(models, dtype=str),
+        static_model=model_index.get_indexer(s_table["model"]).astype(np.int64),
+        static_item=s_item.astype(np.int64),
+        static_y=s_table["correct"].to_numpy(dtype=np.float64),
+        arena_model=model_index.get_indexer(a_table["model"]).astype(np.int64),
+        arena_item=a_item.astype(np.int64),
+        arena_z=z,
+        n_skipped=skipped,
+    )
