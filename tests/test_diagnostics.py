@@ -193,10 +193,11 @@ def test_nuts_draws_more_rounds_while_the_check_fails():
 
 def test_nuts_stops_extending_at_its_budget():
     inputs, config = _tiny_inputs()
-    # at the last divergence target acceptance, so the second round continues (never restarts)
-    settings = SamplerSettings(chains=1, warmup=30, draws=10, extend=1, seed=2, target_accept=TOP)
+    # at the last divergence target acceptance, so the second round continues (never restarts);
+    # warm-up and draws as in the test above, so its compiled programs are reused
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=1, seed=2, target_accept=TOP)
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
-    assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 20
+    assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 40
     assert draws.info["max_tree_depth"] == settings.max_tree_depth  # continued, not deepened
     draws = run_nuts(inputs, config, replace(settings, extend=0), until=lambda d: False)
     assert draws.info["rounds"] == 1
@@ -220,14 +221,15 @@ def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
         return real(*args)
 
     monkeypatch.setattr(nuts, "_one_round", interrupted_second)
-    # one chain always fails the check (no R-hat), so a second round is started
+    # one chain always fails the check (no R-hat), so a second round is started; the data
+    # and the first round's shape are those of _tiny_inputs and the tests above (one compile)
     settings = SamplerSettings(
-        chains=1, warmup=30, draws=15, extend=2, seed=2, target_accept=TOP, progress=False
+        chains=1, warmup=50, draws=20, extend=2, seed=2, target_accept=TOP, progress=False
     )
     result = fit(ds, ModelConfig(mode="static"), settings)
     info, conv = result.diagnostics["sampler_info"], result.convergence
     assert len(calls) == 2 and info["interrupted_round"] == 2 and info["rounds"] == 1
-    assert result.idata.posterior.sizes["draw"] == 15
+    assert result.idata.posterior.sizes["draw"] == 20
     assert conv.converged is False
     assert conv.problems[0].startswith("interrupted in round 2: the run holds the draws of 1")
 
@@ -250,12 +252,12 @@ def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):
     monkeypatch.setattr(nuts, "_one_round", signalled_second)
     before = signal.getsignal(signal.SIGINT)
     settings = SamplerSettings(
-        chains=1, warmup=30, draws=10, extend=3, seed=2, target_accept=TOP, progress=False
+        chains=1, warmup=50, draws=20, extend=3, seed=2, target_accept=TOP, progress=False
     )
     draws = run_nuts(inputs, config, settings, until=lambda d: False)
     # the round finished and was kept; no third round was started
     assert len(calls) == 2 and draws.info["rounds"] == 2
-    assert draws.info["interrupted_round"] == 2 and draws.samples["theta"].shape[1] == 20
+    assert draws.info["interrupted_round"] == 2 and draws.samples["theta"].shape[1] == 40
     assert signal.getsignal(signal.SIGINT) is before
 
 
