@@ -30,18 +30,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from measure_common import REAL, centred_truth, finish, fit_quietly, progress
 
 FLIP = 0.15
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 
 
 def _write_split(root: Path, static, arena, bank_models, new_models):
@@ -71,15 +69,6 @@ def _flipped(root: Path, seed: int) -> Path:
     if arena.exists():
         arena.unlink()
     return out
-
-
-def _fit(data, settings):
-    from bayes_dualeval import load
-    from bayes_dualeval.runs.fit import fit
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fit(load(data), settings=settings)
 
 
 def run_case(case: str, seed: int, draws: int) -> dict:
@@ -117,8 +106,9 @@ def run_case(case: str, seed: int, draws: int) -> dict:
         raise SystemExit(f"unknown case {case}")
     settings = SamplerSettings(sampler="nuts", chains=4, warmup=draws, draws=draws, seed=seed)
     start = time.perf_counter()
-    bank_fit = _fit(root / "bank_data", settings)
+    bank_fit = fit_quietly(root / "bank_data", settings)
     bank_seconds = time.perf_counter() - start
+    progress(f"bank fitted in {bank_seconds:.0f} s")
     write_run(bank_fit, root / "bank")
     start = time.perf_counter()
     bank = Bank.from_run(root / "bank")
@@ -136,21 +126,21 @@ def run_case(case: str, seed: int, draws: int) -> dict:
         "score_share_of_fit": round(score_seconds / bank_seconds, 3),
     }
     if truth is not None:
-        centre = np.mean([truth["theta"][m] for m in bank_models])
-        true = pd.Series({m: truth["theta"][m] - centre for m in new_models})
+        true = centred_truth(truth, bank_models, new_models, table.index)
         inside = (table["theta_lo"] <= true) & (true <= table["theta_hi"])
         out["coverage_90"] = round(float(inside.mean()), 3)
         out["spearman_truth"] = round(float(table["theta_mean"].corr(true, "spearman")), 3)
     start = time.perf_counter()
-    full = _fit([root / "bank_data", root / "new_data"], settings)
+    full = fit_quietly([root / "bank_data", root / "new_data"], settings)
     out["full_fit_seconds"] = round(time.perf_counter() - start, 1)
+    progress(f"full refit in {out['full_fit_seconds']:.0f} s")
     out["full_converged"] = bool(full.converged)
     post = full.idata.posterior["theta"].values.reshape(-1, len(full.dataset.models))
     labels = list(full.dataset.models)
     bank_idx = [labels.index(m) for m in bank_models]
     refit = pd.Series(
         (post - post[:, bank_idx].mean(axis=1, keepdims=True)).mean(axis=0), index=labels
-    )[new_models]
+    )[new_models].reindex(table.index)
     agree = (table["theta_lo"] <= refit) & (refit <= table["theta_hi"])
     out["refit_inside"] = f"{int(agree.sum())}/{len(agree)}"
     out["spearman_refit"] = round(float(table["theta_mean"].corr(refit, "spearman")), 3)
@@ -182,10 +172,7 @@ def main():
 
     configure("cpu", 4)
     result = run_case(args.case, args.seed, args.draws)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    finish(result, args.out)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from bayes_dualeval.model.simulate import simulate, write
 from bayes_dualeval.runs.fit import fit, write_run
 
 N_BANK = 10
+#: Bank draws the tests keep (of 600): enough for intervals, fast to score.
+DRAWS = 300
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +44,13 @@ def setup(tmp_path_factory):
 
     write(root / "bank_data", *part(bank_models), truth)
     write(root / "new_data", *part(new_models), truth)
-    settings = SamplerSettings(sampler="nuts", chains=2, warmup=300, draws=300, seed=3)
+    settings = SamplerSettings(
+        sampler="nuts", chains=2, warmup=300, draws=300, seed=3, extend=0
+    )
     result = fit(load(root / "bank_data"), settings=settings)
     write_run(result, root / "bank")
-    return root, Bank.from_run(root / "bank"), result, truth, bank_models, new_models
+    bank = Bank.from_run(root / "bank", max_draws=DRAWS)
+    return root, bank, result, truth, bank_models, new_models
 
 
 def _theta(table, model, new=True):
@@ -56,8 +61,8 @@ def test_bank_records_the_fit(setup):
     _, bank, result, *_ = setup
     assert bank.model.config == result.config
     post = result.idata.posterior
-    total = post.sizes["chain"] * post.sizes["draw"]  # more than 600 if NUTS drew more
-    assert bank.n_draws == min(BANK_DRAWS, total)
+    assert post.sizes["chain"] * post.sizes["draw"] == 600 and bank.n_draws == DRAWS
+    assert Bank.from_run(setup[0] / "bank").n_draws == min(BANK_DRAWS, 600)
     assert bank.draws["b"].shape == (bank.n_draws, result.dataset.n_items)
     # the normalisation the fit applied: rebuilding z from raw rewards gives the stored z
     ds = bank.dataset
@@ -230,29 +235,64 @@ def test_score_command_writes_its_folder_or_nothing(setup, tmp_path):
     root, bank, *_ = setup
     out = tmp_path / "scored"
     runner = CliRunner()
-    res = runner.invoke(
-        cli, ["score", str(root / "new_data"), "--bank", str(root / "bank"), "--out", str(out)]
-    )
+    args = ["--bank", str(root / "bank"), "--draws", str(DRAWS)]
+    res = runner.invoke(cli, ["score", str(root / "new_data"), *args, "--out", str(out)])
     assert res.exit_code == 0, res.output
     names = {p.name for p in out.iterdir()}
     assert {"scores.csv", "accuracy.csv", "summary.json", "report.html", "report.md"} <= names
     scores = pd.read_csv(out / "scores.csv")
     assert list(scores.columns[:4]) == ["model", "theta_mean", "theta_sd", "theta_lo"]
     assert "new model" not in res.output and "rank" in res.output
-    again = runner.invoke(
-        cli, ["score", str(root / "new_data"), "--bank", str(root / "bank"), "--out", str(out)]
-    )
+    again = runner.invoke(cli, ["score", str(root / "new_data"), *args, "--out", str(out)])
     assert again.exit_code == 1 and "choose another --out" in again.output
-    bad = runner.invoke(
-        cli, ["score", str(root / "bank_data"), "--bank", str(root / "bank"),
-              "--out", str(tmp_path / "x")],
-    )  # fmt: skip
+    bad_out = ["--out", str(tmp_path / "x")]
+    bad = runner.invoke(cli, ["score", str(root / "bank_data"), *args, *bad_out])
     assert bad.exit_code == 1 and "--rescore" in bad.output
     assert "Traceback" not in bad.output and not (tmp_path / "x").exists()
     # a failure while writing leaves no folder behind
-    result = score(bank, root / "new_data")
+    result = score(bank, root / "new_data")  # the fixture's bank keeps DRAWS draws
     result.scores = None
     with pytest.raises(AttributeError):
         write_scores(result, tmp_path / "partial")
     assert not Path(tmp_path / "partial").exists()
     assert not any(p.name.startswith(".partial") for p in tmp_path.iterdir())
+
+
+def test_compress_and_adaptive_commands(setup, tmp_path):
+    root, *_ = setup
+    runner = CliRunner()
+    bank_dir = str(root / "bank")
+    short = tmp_path / "short.csv"
+    res = runner.invoke(cli, ["compress", bank_dir, "--items", "20", "--out", str(short)])
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(short)
+    assert len(table) == 20 and list(table.columns) == [
+        "item", "source", "kind", "b_mean", "a_mean", "information", "weight",
+    ]  # fmt: skip
+    # scoring on the short form: only its items are used, accuracy still over all questions
+    out = tmp_path / "scored"
+    res = runner.invoke(cli, ["score", str(root / "new_data"), "--bank", bank_dir, "--draws",
+                              str(DRAWS), "--items", str(short), "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    acc = pd.read_csv(out / "accuracy.csv")
+    n_static = int((table["kind"] == "static").sum())
+    assert (acc.loc[acc["dataset"] == "all", "n_answered"] <= n_static).all()
+    assert (acc.loc[acc["dataset"] == "all", "n_bank_items"] == 120).all()
+    cat = tmp_path / "cat"
+    res = runner.invoke(cli, ["adaptive", "--bank", bank_dir, "--data", str(root / "new_data"),
+                              "--target-se", "0.4", "--out", str(cat)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    names = {p.name for p in cat.iterdir()}
+    assert {"adaptive.csv", "trace.csv", "random_adaptive.csv", "sd_by_items.png"} <= names
+    summary = pd.read_csv(cat / "adaptive.csv")
+    assert len(summary) == 6 and set(summary["stopped_by"]) <= {"se", "max_items", "pool"}
+    # bad settings: one Error line, nothing written
+    for args, text in (
+        (["adaptive", "--bank", bank_dir, "--data", str(root / "new_data"), "--target-se", "0",
+          "--out", str(tmp_path / "bad")], "target_se"),
+        (["compress", bank_dir, "--items", "100000"], "n_items"),
+    ):  # fmt: skip
+        res = runner.invoke(cli, args)
+        assert res.exit_code == 1 and res.output.count("Error:") == 1, res.output
+        assert text in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "bad").exists()

@@ -1,26 +1,34 @@
-"""Posterior predictive checks, item and cell audits, planted-fault studies.
+"""What a run computes about its fit: posterior predictive checks, item and cell audits.
 
 Public functions: :func:`posterior_predictive` (a :class:`PPC`), :func:`anomalies` (the
-cell table), :func:`item_table`, :func:`calibration_table`, :func:`calibration_error` and
-:func:`by_qvalues` (with :func:`bh_qvalues`). The modules, in the order a check runs:
+cell table), :func:`item_table`, :func:`benchmark_audit` (the model x benchmark audit,
+the run's ``contamination.csv``), :func:`calibration_table`, :func:`calibration_error` and
+:func:`by_qvalues` (with :func:`bh_qvalues`); :class:`CheckOptions` is what they share.
+The modules, in the order a check runs:
 
 * :mod:`~bayes_dualeval.checks.fitted`: the run's draws, data and recorded specification;
+* :mod:`~bayes_dualeval.checks.options`: the options every check shares;
 * :mod:`~bayes_dualeval.checks.budget`: how many draws a pass affords, and its chunks;
 * :mod:`~bayes_dualeval.checks.static`, :mod:`~bayes_dualeval.checks.arena`,
   :mod:`~bayes_dualeval.checks.reward`: one pass over each kind of data;
 * :mod:`~bayes_dualeval.checks.passes`: each pass made once and shared;
 * :mod:`~bayes_dualeval.checks.cells`, :mod:`~bayes_dualeval.checks.fdr`: the cell table
-  and its q-values; :mod:`~bayes_dualeval.checks.items`: the items table;
+  and its q-values; :mod:`~bayes_dualeval.checks.items` (with
+  :mod:`~bayes_dualeval.checks.keys`): the items table;
   :mod:`~bayes_dualeval.checks.calibration`; :mod:`~bayes_dualeval.checks.ppc`: the
   public functions;
-* :mod:`~bayes_dualeval.validation.contamination`, :mod:`~bayes_dualeval.validation.reference`:
-  validation studies (planted contamination, a classical 2PL estimator).
+* :mod:`~bayes_dualeval.checks.benchmark_audit` (with
+  :mod:`~bayes_dualeval.checks.arena_blocks`): the model x benchmark audit.
+
+Planted-fault studies and reference estimators are not here: they are in
+:mod:`bayes_dualeval.validation`, which no run imports.
 
 The constants are defined in those modules (patch them there, e.g.
 ``bayes_dualeval.checks.budget.CHECK_ELEMENTS``) and named here for reading.
 """
 
 from bayes_dualeval.checks.arena import MIN_DISPERSION
+from bayes_dualeval.checks.benchmark_audit import benchmark_audit
 from bayes_dualeval.checks.budget import (
     CHECK_ELEMENTS,
     CHUNK_ELEMENTS,
@@ -55,6 +63,7 @@ __all__ = [
     "PPC",
     "STORE_ELEMENTS",
     "anomalies",
+    "benchmark_audit",
     "bh_qvalues",
     "by_qvalues",
     "calibration_error",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from bayes_dualeval.cli.shared import CONTEXT, clean_errors, data_argument
+from bayes_dualeval.measure.bank import BANK_DRAWS
 
 
 @click.command(context_settings=CONTEXT)
@@ -22,6 +23,10 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors, data_argument
     show_default=True, help="Credible interval level.",
 )  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
+@click.option(
+    "--draws", "max_draws", type=click.IntRange(2), default=BANK_DRAWS, show_default=True,
+    help="Posterior draws of the bank used (evenly spaced; fewer is faster).",
+)  # fmt: skip
 @click.option("--rescore", is_flag=True, help="Score models that are already in the bank.")
 @click.option(
     "--items", "items_file", type=click.Path(exists=True, dir_okay=False, path_type=str),
@@ -29,7 +34,7 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors, data_argument
     "from `bayes-dualeval compress`).",
 )  # fmt: skip
 @clean_errors
-def score(data, bank, out, ci, seed, rescore, items_file):
+def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
     """Score the models of DATA against the calibrated run BANK (its items stay fixed).
 
     Each new model's ability posterior is computed on a grid for every posterior draw of
@@ -55,7 +60,8 @@ def score(data, bank, out, ci, seed, rescore, items_file):
     if items_file is not None:
         items = read_items(items_file)
     result = score_models(
-        Bank.from_run(bank), list(data), ci=ci, seed=seed, rescore=rescore, items=items
+        Bank.from_run(bank, max_draws=max_draws), list(data), ci=ci, seed=seed,
+        rescore=rescore, items=items,
     )
     path = write_scores(result, out)
     new = result.scores[result.scores["new"]]

@@ -1,6 +1,7 @@
 """A frozen run as a bank of calibrated items, and new responses aligned with it.
 
-:meth:`Bank.from_run` reads a run folder (:func:`bayes_dualeval.runs.load.load_result`)
+:meth:`Bank.from_run` reads a run folder (:func:`bayes_dualeval.runs.load.load_run` and
+:func:`~bayes_dualeval.runs.load.stored_dataset`)
 and keeps what measuring a new model needs, with nothing re-derived: the specification
 (:class:`~bayes_dualeval.model.spec.DualEvalModel`: link, item sites, arena term), evenly
 spaced posterior draws of the item parameters, of ``gamma`` and of the bank models'
@@ -12,6 +13,7 @@ normalises their rewards with the bank's normalisation.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +52,9 @@ class Bank:
     draws : dict of numpy.ndarray
         ``b``, ``a``, ``c``, ``d`` (shape (D, Q); None where the link has none),
         ``theta`` (raw abilities of the bank models, (D, M)), ``theta_centred`` (on the
-        leaderboard's scale), ``gamma`` ((D,), 1 where the model has none) and ``sigma``.
+        leaderboard's scale), ``gamma`` ((D,), 1 where the model has none) and ``sigma``;
+        float32, as the sampler drew them (the grid computations run in float32, their
+        sums and normalisations in float64).
     reward_centre, reward_scale : dict
         Per arena source, the mean and standard deviation the fit's normalisation used
         (one entry ``""`` when rewards were normalised globally).
@@ -79,56 +83,69 @@ class Bank:
             version of bayes-dualeval, holds a point estimate instead of posterior draws
             (a MAP run), or its posterior lacks a site its specification samples.
         """
-        from bayes_dualeval.runs.load import load_result
+        from bayes_dualeval.data.distill import distill
+        from bayes_dualeval.runs.load import load_run, stored_dataset
 
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise InputError(f"bank {run_dir} does not exist or is not a folder")
         try:
-            result = load_result(run_dir)
+            idata, diagnostics = load_run(run_dir)
+            model = DualEvalModel.from_idata(idata)
+            dataset = model.fitted_data(stored_dataset(idata, diagnostics))
         except InputError as exc:
             text = str(exc) if str(run_dir) in str(exc) else f"bank {run_dir}: {exc}"
             raise InputError(text) from None
         except Exception as exc:  # a truncated or foreign netCDF file fails in h5py
             raise InputError(f"bank {run_dir}: cannot read posterior.nc ({exc})") from None
-        written = result.diagnostics.get("versions", {}).get("bayes_dualeval")
+        written = diagnostics.get("versions", {}).get("bayes_dualeval")
         if written != __version__:
             raise InputError(
                 f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
                 f"this is {__version__}: fit the bank again"
             )
-        idata, model = result.idata, DualEvalModel(result.config)
         n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
         if n_draws < 2:
             raise InputError(
-                f"bank {run_dir} holds a point estimate ({result.settings.sampler}), not "
+                f"bank {run_dir} holds a point estimate ({_sampler(diagnostics)}), not "
                 "posterior draws: fit the bank with the nuts or svi sampler"
             )
         keep = evenly_spaced(n_draws, max_draws)
         draws = {}
         for name in (*links.ITEM_PARAMETERS, "theta", "theta_centred", "gamma", "sigma"):
             if name in idata.posterior:
-                draws[name] = np.asarray(draws_of(idata, name), np.float64)[keep]
+                draws[name] = np.asarray(draws_of(idata, name), np.float32)[keep]
             elif name in model.item_sites or name in ("theta", "theta_centred"):
                 raise InputError(f"bank {run_dir}: the posterior has no {name!r}")
             else:
                 draws[name] = None
         for name in ("gamma", "sigma"):
             if draws[name] is None:
-                draws[name] = np.ones(len(keep))
-        centre, scale = _reward_normalisation(result.dataset)
-        pairs = result.pairs
+                draws[name] = np.ones(len(keep), np.float32)
+        centre, scale = _reward_normalisation(dataset)
+        pairs = None
+        if len(dataset.arena_z) and model.arena_term != "reward":
+            config = model.config
+            pairs = distill(dataset, bb_ratio=config.bb_ratio, tie_ratio=config.tie_ratio)
         return cls(
             run_dir=run_dir,
             model=model,
-            dataset=result.dataset,
-            items=_item_table(result.dataset),
+            dataset=dataset,
+            items=_item_table(dataset),
             draws=draws,
             reward_centre=centre,
             reward_scale=scale,
             tie_threshold=float(pairs.tie_threshold) if pairs is not None else -np.inf,
             bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
         )
+
+    def thin(self, n: int) -> Bank:
+        """The same bank at ``n`` of its draws (evenly spaced; itself when it has fewer)."""
+        if n >= self.n_draws:
+            return self
+        keep = evenly_spaced(self.n_draws, n)
+        draws = {k: None if v is None else v[keep] for k, v in self.draws.items()}
+        return dataclasses.replace(self, draws=draws)
 
     @property
     def n_draws(self) -> int:
@@ -151,6 +168,10 @@ class Bank:
                     value = value[:, items]
             out[name] = value
         return out
+
+
+def _sampler(diagnostics: dict) -> str:
+    return str(diagnostics.get("sampler", {}).get("sampler", "a point estimate"))
 
 
 def _item_table(dataset) -> pd.DataFrame:

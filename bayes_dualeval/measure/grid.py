@@ -41,13 +41,13 @@ from bayes_dualeval.model import links
 from bayes_dualeval.model.inputs import contrast_weight
 
 #: Points of the fine grid of each model.
-GRID = 121
+GRID = 49
 #: Points and half-width (in prior sds) of the coarse grid that locates the posterior.
 COARSE, COARSE_HALF_WIDTH = 61, 6.0
 #: Bank draws the coarse pass uses.
 COARSE_DRAWS = 50
 #: Log-density drop below the mode that the fine grid still covers.
-COVER = 25.0
+COVER = 15.0
 #: Largest number of floats in one chunk of (draws x cells x grid points).
 CHUNK = 4_000_000
 
@@ -112,8 +112,8 @@ def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
         model=resp.arena_model[row][k],
         item=item[k],
         other=both["other"].to_numpy()[k],
-        target=0.5 * (1.0 + np.tanh(0.5 * dz[k])),
-        weight=weight[k].astype(np.float64),
+        target=(0.5 * (1.0 + np.tanh(0.5 * dz[k]))).astype(np.float32),
+        weight=weight[k].astype(np.float32),
         both_bad=both_bad[k],
         z=z[k],
         z_other=z_other[k],
@@ -174,7 +174,7 @@ def shift(bank: Bank, rows=slice(None)) -> np.ndarray:
 
 def _raw(grids: np.ndarray, index: np.ndarray, bank: Bank, d: np.ndarray) -> np.ndarray:
     """Raw abilities (D, len(index), G) of the grid rows ``index`` at draws ``d``."""
-    return grids[index][None] + shift(bank, d)[:, None, None]
+    return grids[index][None].astype(np.float32) + shift(bank, d)[:, None, None]
 
 
 def _static(bank: Bank, resp: Responses, grids: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -182,7 +182,7 @@ def _static(bank: Bank, resp: Responses, grids: np.ndarray, d: np.ndarray) -> np
     theta = _raw(grids, resp.static_model, bank, d)  # (D, C, G)
     eta = links.eta(theta, par["b"][..., None], _col(par["a"]))
     ll = links.bernoulli_loglik(
-        resp.static_y[None, :, None], eta, _col(par["c"]), _col(par["d"])
+        resp.static_y.astype(np.float32)[None, :, None], eta, _col(par["c"]), _col(par["d"])
     )
     return _sum_by_model(ll, resp.static_model, len(grids))
 
@@ -192,24 +192,31 @@ def _col(x):
 
 
 def _pairs(bank: Bank, pairs: ArenaPairs, grids: np.ndarray, d: np.ndarray, k: int):
+    """The arena pairs' log likelihood, summed per new model: (D, K, G).
+
+    A decisive pair's soft-label term ``t log s(x) + (1 - t) log s(-x)`` is written
+    ``log s(x) - (1 - t) x`` (one log-sigmoid); a both-bad pair adds ``lambda_bb w log(1 -
+    p)`` of the new model's side (the bank model's side does not depend on its ability).
+    """
     config = bank.model.config
     theta_other = bank.draws["theta"][d][:, pairs.other]  # (D, P)
     mine = _raw(grids, pairs.model, bank, d)  # (D, P, G)
     w = pairs.weight[None, :, None]
     t = pairs.target[None, :, None]
-    if bank.model.arena_term == "bt":
+    if bank.model.arena_term == "bt":  # decisive pairs only (see arena_pairs)
         x = mine - theta_other[..., None]
-        soft = t * links.log_sigmoid(x) + (1 - t) * links.log_sigmoid(-x)
-        ll = config.lambda_arena * w * soft
+        ll = config.lambda_arena * w * (links.log_sigmoid(x) - (1 - t) * x)
         return _sum_by_model(ll, pairs.model, k)
     par = bank.parameters(d, pairs.item)
     b, a = par["b"], par["a"]
     p_other = links.probability(links.eta(theta_other, b, a))
     eta = links.eta(mine, b[..., None], _col(a))
-    x = bank.draws["gamma"][d][:, None, None] * (links.probability(eta) - p_other[..., None])
-    soft = t * links.log_sigmoid(x) + (1 - t) * links.log_sigmoid(-x)
-    bb = pairs.both_bad[None, :, None]
-    ll = w * np.where(bb, config.lambda_bb * links.log_sigmoid(-eta), config.lambda_arena * soft)
+    gamma = bank.draws["gamma"][d][:, None, None]
+    ll = np.empty(eta.shape, np.float32)
+    dec, bb = ~pairs.both_bad, pairs.both_bad
+    x = gamma * (links.probability(eta[:, dec]) - p_other[:, dec, None])
+    ll[:, dec] = config.lambda_arena * w[:, dec] * (links.log_sigmoid(x) - (1 - t[:, dec]) * x)
+    ll[:, bb] = config.lambda_bb * w[:, bb] * links.log_sigmoid(-eta[:, bb])
     return _sum_by_model(ll, pairs.model, k)
 
 

@@ -24,15 +24,19 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.measure.bank import Bank, Responses, responses
-from bayes_dualeval.measure.grid import arena_pairs, posterior, shift
+from bayes_dualeval.measure.grid import GRID, arena_pairs, posterior, shift
 from bayes_dualeval.measure.person_fit import person_fit
 from bayes_dualeval.model import links
 from bayes_dualeval.posterior.summaries import interval, ranks
 
 #: Ability draws per bank draw for a new model's summaries.
 PER_DRAW = 4
+#: Most grid evaluations (labels and pairs x grid points x bank draws) of one score.
+EVALUATIONS = 400_000_000
+#: Fewest bank draws a score uses (when the bank keeps that many).
+MIN_DRAWS = 200
 #: ``fit_p`` below this names the model in a warning.
-MISFIT_P = 0.01
+MISFIT_P = 0.05
 
 SCORE_COLUMNS = [
     "model", "theta_mean", "theta_sd", "theta_lo", "theta_hi", "rank_mean", "rank_lo",
@@ -112,6 +116,7 @@ def score(
     else:
         resp = responses(data, bank, rescore=rescore, items=items)
     pairs = arena_pairs(bank, resp)
+    bank = bank.thin(draws_affordable(bank, resp, pairs))
     post = posterior(bank, resp, pairs)
     rng = np.random.default_rng(seed)
     centred = post.sample(rng, PER_DRAW)  # (K, D, R), on the leaderboard's scale
@@ -154,6 +159,17 @@ def score(
         summary=summary,
         warnings=warns,
     )
+
+
+def draws_affordable(bank: Bank, resp: Responses, pairs) -> int:
+    """Bank draws a score can afford: at most :data:`EVALUATIONS` grid evaluations.
+
+    Never fewer than :data:`MIN_DRAWS` (nor more than the bank keeps): large arena data
+    (tens of new models, each paired with every bank model on every prompt) score on
+    fewer, evenly spaced draws, which widens the Monte Carlo error of the intervals only.
+    """
+    width = max(len(resp.static_y) + len(pairs), 1) * GRID
+    return int(min(bank.n_draws, max(MIN_DRAWS, EVALUATIONS // width)))
 
 
 def _score_table(bank, resp, centred, fit_p, pairs, ci) -> pd.DataFrame:

@@ -1,0 +1,171 @@
+"""Validation of `compress` and `adaptive`: short forms and adaptive tests of held-out models.
+
+A bank is fitted (NUTS) on some models; the others are held out and measured three ways
+against it, always with `score` or `adaptive` (the bank is never refitted):
+
+* full: every question the held-out model answered (the reference);
+* short form: only the items `compress` chose (``--share`` of the bank's items, or
+  ``--items``), and, for comparison, random subsets of the same size (``--random`` of them);
+* adaptive: `adaptive` with ``fisher`` and with ``random`` to the same target sd.
+
+Reported: Spearman correlation of the held-out models' abilities with the full-data ones
+(short form and random subsets), mean absolute error of the predicted full-benchmark
+accuracy (short form: `accuracy.csv`'s ``all`` row and per benchmark, against the observed
+full accuracy), the mean number of questions fisher and random need to reach the target,
+and the coverage of the adaptive 95% intervals of the truth (simulations) or of the
+full-data posterior mean (real data).
+
+Cases (held out from every choice of defaults: none of them was looked at before the
+rules of `compress` and `adaptive` were fixed):
+
+* ``sim``: 30 bank + 30 held-out simulated models, 1,000 questions in 3 benchmarks (2PL);
+* ``chembench``: ChemBench (22 models x 2,854 questions), 16 bank models, 6 held out;
+* ``helm``: HELM AIR-Bench static (65 models x 433 questions), 50 bank, 15 held out.
+
+Usage::
+
+    python scripts/design_study.py --case sim --out /tmp/design_sim.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from measure_common import REAL, centred_truth, finish, fit_quietly, progress
+
+
+def _split(case: str, seed: int, root: Path):
+    from bayes_dualeval.model.simulate import simulate, write
+
+    truth = None
+    rng = np.random.default_rng(seed)
+    if case == "sim":
+        static, _, truth = simulate(n_models=60, n_static=1000, n_arena=0, seed=seed)
+        n_new = 30
+    else:
+        folder = {"chembench": "chembench", "helm": "helm_airbench"}[case]
+        static = pd.read_json(REAL / folder / "static.jsonl", lines=True)
+        n_new = 6 if case == "chembench" else 15
+    names = sorted(static["model_label"].unique())
+    new = sorted(rng.choice(names, n_new, replace=False))
+    bank = [m for m in names if m not in new]
+    empty = pd.DataFrame(columns=["model_label", "item_id", "reward"])
+    for name, models in (("bank_data", bank), ("new_data", new)):
+        write(root / name, static[static["model_label"].isin(models)], empty, {})
+    return bank, new, truth
+
+
+def _short_dir(root: Path, items, name: str) -> Path:
+    """The held-out data restricted to ``items``, as files (what a user would run)."""
+    out = root / name
+    from bayes_dualeval.core.item_ids import static_ids
+
+    frame = pd.read_json(root / "new_data" / "bench" / "static.jsonl", lines=True)
+    ids = pd.Series(static_ids("bench", frame["dataset"], frame["sample_index"]))
+    (out / "bench").mkdir(parents=True)
+    frame[ids.isin(set(items)).to_numpy()].to_json(
+        out / "bench" / "static.jsonl", orient="records", lines=True
+    )
+    return out
+
+
+def run_case(case: str, seed: int, draws: int, share: float, n_random: int, target: float):
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.measure.adaptive import adaptive
+    from bayes_dualeval.measure.bank import Bank, responses
+    from bayes_dualeval.measure.compress import compress
+    from bayes_dualeval.measure.score import score
+    from bayes_dualeval.runs.fit import write_run
+
+    root = Path(tempfile.mkdtemp(prefix=f"design-{case}-"))
+    bank_models, new_models, truth = _split(case, seed, root)
+    settings = SamplerSettings(sampler="nuts", chains=4, warmup=draws, draws=draws, seed=seed)
+    start = time.perf_counter()
+    result = fit_quietly(root / "bank_data", settings)
+    out = {"case": case, "seed": seed, "bank_models": len(bank_models),
+           "held_out": len(new_models), "bank_fit_seconds": round(time.perf_counter() - start),
+           "bank_converged": bool(result.converged)}  # fmt: skip
+    progress(f"bank fitted in {out['bank_fit_seconds']} s")
+    write_run(result, root / "bank")
+    bank = Bank.from_run(root / "bank")
+    n_items = int((bank.items["kind"] == "static").sum())
+    k = max(1, int(round(share * n_items)))
+    out["bank_items"], out["short_items"] = n_items, k
+    full = score(bank, root / "new_data", seed=seed)
+    ref = full.scores[full.scores["new"]].set_index("model")["theta_mean"]
+    ref = ref.reindex(sorted(ref.index))
+    observed = full.accuracy.set_index(["model", "dataset"])["observed_accuracy"]
+    start = time.perf_counter()
+    short = compress(bank, k, seed=seed)
+    out["compress_seconds"] = round(time.perf_counter() - start, 2)
+
+    def measure(items, name):
+        res = score(bank, _short_dir(root, items, name), seed=seed)
+        theta = res.scores[res.scores["new"]].set_index("model")["theta_mean"]
+        acc = res.accuracy.set_index(["model", "dataset"])["predicted_accuracy"]
+        err = (acc - observed.reindex(acc.index)).abs()
+        is_all = err.index.get_level_values("dataset") == "all"
+        return (float(theta.corr(ref.reindex(theta.index), "spearman")),
+                float(err[is_all].mean()), float(err[~is_all].mean()))  # fmt: skip
+
+    rho, mae_all, mae_bench = measure(short["item"], "short")
+    out["short_spearman"], out["short_mae_all"] = round(rho, 3), round(mae_all, 4)
+    out["short_mae_per_benchmark"] = round(mae_bench, 4)
+    rng = np.random.default_rng(seed + 1)
+    static_ids = bank.items.loc[bank.items["kind"] == "static", "item"].to_numpy()
+    randoms = [measure(rng.choice(static_ids, k, replace=False), f"random{r}")
+               for r in range(n_random)]  # fmt: skip
+    out["random_spearman_mean"] = round(float(np.mean([r[0] for r in randoms])), 3)
+    out["random_mae_all_mean"] = round(float(np.mean([r[1] for r in randoms])), 4)
+    out["random_mae_per_benchmark_mean"] = round(float(np.mean([r[2] for r in randoms])), 4)
+
+    oracle = responses(root / "new_data", bank)
+    runs = {}
+    for select in ("fisher", "random"):
+        start = time.perf_counter()
+        res = adaptive(bank, oracle, select=select, target_se=target, max_items=n_items,
+                       seed=seed)  # fmt: skip
+        runs[select] = res.summary.set_index("model")
+        out[f"adaptive_{select}_seconds"] = round(time.perf_counter() - start, 1)
+        out[f"adaptive_{select}_items_mean"] = round(float(res.summary["n_items"].mean()), 1)
+        out[f"adaptive_{select}_reached"] = int((res.summary["stopped_by"] == "se").sum())
+    out["target_se"] = target
+    out["fisher_over_random"] = round(
+        out["adaptive_fisher_items_mean"] / out["adaptive_random_items_mean"], 3
+    )
+    fish = runs["fisher"]
+    if truth is not None:
+        goal = centred_truth(truth, bank_models, new_models, fish.index)
+    else:
+        goal = ref.reindex(fish.index)
+    inside = (fish["theta_lo"] <= goal) & (goal <= fish["theta_hi"])
+    out["adaptive_coverage_95"] = round(float(inside.mean()), 3)
+    shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--case", default="sim", choices=["sim", "chembench", "helm"])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--draws", type=int, default=500, help="NUTS warm-up and draws")
+    parser.add_argument("--share", type=float, default=0.1, help="short form's share")
+    parser.add_argument("--random", type=int, default=10, help="random subsets to compare")
+    parser.add_argument("--target-se", type=float, default=0.3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    from bayes_dualeval.inference.device import configure
+
+    configure("cpu", 4)
+    result = run_case(args.case, args.seed, args.draws, args.share, args.random, args.target_se)
+    finish(result, args.out)
+
+
+if __name__ == "__main__":
+    main()
