@@ -123,7 +123,7 @@ def score(
     raw = centred[:, :, 0] + shift(bank)[None, :]
     fit_p = person_fit(bank, resp, post, centred.reshape(resp.n_models, -1))
     scores = _score_table(bank, resp, centred, fit_p, pairs, ci)
-    accuracy = accuracy_table(bank, resp, raw, ci)
+    accuracy = accuracy_table(bank, resp, raw, ci, rng)
     warns = []
     bad = [m for m, p in zip(resp.models, fit_p, strict=True) if np.isfinite(p) and p < MISFIT_P]
     if bad:
@@ -205,7 +205,9 @@ def _counts(bank_rows, m, new_rows, k) -> np.ndarray:
     return np.r_[np.bincount(bank_rows, minlength=m), np.bincount(new_rows, minlength=k)]
 
 
-def accuracy_table(bank: Bank, resp: Responses, theta: np.ndarray, ci: float) -> pd.DataFrame:
+def accuracy_table(
+    bank: Bank, resp: Responses, theta: np.ndarray, ci: float, rng=None
+) -> pd.DataFrame:
     """Predicted accuracy on all the bank's questions of each benchmark (see the module).
 
     Parameters
@@ -215,7 +217,19 @@ def accuracy_table(bank: Bank, resp: Responses, theta: np.ndarray, ci: float) ->
     theta : numpy.ndarray, shape (K, D)
         One raw ability draw per new model and bank draw.
     ci : float
+    rng : numpy.random.Generator, optional
+        Draws the replicated answers of the unanswered questions.
+
+    Notes
+    -----
+    ``predicted_accuracy`` is the expected accuracy (success probabilities averaged);
+    its interval is that of the accuracy the model would *obtain*: per draw, the
+    unanswered questions' answers are replicated (Bernoulli with the draw's
+    probabilities), so the interval holds the binomial noise of those questions as well
+    as the uncertainty of the ability and the items. Without the noise, 40-question short
+    forms of the bundled example covered the full accuracy of 6 of 12 models at 90%.
     """
+    rng = np.random.default_rng(0) if rng is None else rng
     items = bank.items
     static = np.flatnonzero(items["kind"].to_numpy() == "static")
     if len(static) == 0:
@@ -239,13 +253,14 @@ def accuracy_table(bank: Bank, resp: Responses, theta: np.ndarray, ci: float) ->
         eta = links.eta(theta[k][:, None], par["b"], par["a"])
         p = links.probability(eta, par["c"], par["d"])  # (D, Q_static)
         value = np.where(answered[None, :], y[None, :], p)
+        replicate = np.where(answered[None, :], y[None, :], rng.random(p.shape) < p)
         for name in names:
             inside = member[name]
             n, n_ans = int(inside.sum()), int((answered & inside).sum())
             if n_ans == 0:
                 continue
             draws = value[:, inside].mean(axis=1)
-            lo, hi = interval(draws[:, None], ci)
+            lo, hi = interval(replicate[:, inside].mean(axis=1)[:, None], ci)
             rows.append(
                 (model, name, n, n_ans, float(y[answered & inside].mean()),
                  float(draws.mean()), float(lo[0]), float(hi[0]))
