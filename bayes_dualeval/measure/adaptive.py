@@ -30,6 +30,7 @@ from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure.bank import Bank, Responses
 from bayes_dualeval.measure.compress import fisher_information
+from bayes_dualeval.measure.grid import shift
 from bayes_dualeval.model import links
 
 #: Points of the fixed ability grid, and its half-width in prior sds.
@@ -74,7 +75,7 @@ class _Posterior:
 
     def __init__(self, bank: Bank, grid: np.ndarray):
         self.bank, self.grid = bank, grid
-        self.shift = bank.draws["theta"].mean(axis=1)  # (D,) leaderboard centre per draw
+        self.shift = shift(bank)  # (D,) the leaderboard's zero in each draw
         prior = -0.5 * (grid / bank.model.config.theta_scale) ** 2  # Normal(0, s) on raw theta
         self.log_w = np.broadcast_to(prior, (bank.n_draws, len(grid))).copy()
 

@@ -163,7 +163,7 @@ def loglik(bank: Bank, resp: Responses, pairs: ArenaPairs, grids: np.ndarray, ro
     return out
 
 
-def _sum_by_model(values: np.ndarray, model: np.ndarray, n_models: int) -> np.ndarray:
+def sum_by_model(values: np.ndarray, model: np.ndarray, n_models: int) -> np.ndarray:
     """Sum (draws, cells, G) over the cells of each model: (draws, K, G)."""
     n_d, n_c, n_g = values.shape
     matrix = group_matrix(model, n_models)
@@ -288,7 +288,7 @@ def _rewards(bank: Bank, resp: Responses, grids: np.ndarray, d: np.ndarray) -> n
     )
     resid = (resp.arena_z[None, :, None] - mu) / sigma[:, None, None]
     ll = bank.model.config.lambda_arena * (-0.5 * resid**2 - np.log(sigma)[:, None, None])
-    return _sum_by_model(ll, resp.arena_model, len(grids))
+    return sum_by_model(ll, resp.arena_model, len(grids))
 
 
 def _take(x, index):

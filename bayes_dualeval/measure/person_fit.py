@@ -29,7 +29,7 @@ from scipy import special
 
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure.bank import Bank, Responses
-from bayes_dualeval.measure.grid import GridPosterior, shift
+from bayes_dualeval.measure.grid import GridPosterior, shift, sum_by_model
 from bayes_dualeval.model import links
 
 #: Fewest static labels for a person-fit p-value.
@@ -94,7 +94,10 @@ def person_fit(bank: Bank, resp: Responses, post: GridPosterior, theta: np.ndarr
     p = np.clip(p, 1e-12, 1 - 1e-12)
     log_p, log_q = np.log(p), np.log1p(-p)
     y = resp.static_y[None, :]
-    per_model = _summer(resp.static_model, k)
+
+    def per_model(x):  # (S, C) summed over each model's labels: (S, K)
+        return sum_by_model(x[..., None], resp.static_model, k)[..., 0]
+
     ell = per_model(y * log_p + (1 - y) * log_q)
     mean = per_model(p * log_p + (1 - p) * log_q)
     var = per_model(p * (1 - p) * (log_p - log_q) ** 2)
@@ -104,14 +107,3 @@ def person_fit(bank: Bank, resp: Responses, post: GridPosterior, theta: np.ndarr
     out[ok] = special.ndtr(lz).mean(axis=0)
     return out
 
-
-def _summer(model: np.ndarray, k: int):
-    """Sum (S, C) arrays over the cells of each model: (S, K)."""
-    from bayes_dualeval.checks.cells import group_matrix
-
-    matrix = group_matrix(model, k)
-
-    def total(x: np.ndarray) -> np.ndarray:
-        return np.asarray(matrix @ x.T).T
-
-    return total
