@@ -103,8 +103,13 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
     arena = jnp.asarray(np.asarray(anchored.prompt_n) > 0)
     plain = dataclasses.replace(
         anchored,
-        b_anchored=jnp.zeros_like(anchored.b_anchored),
-        b_centred=jnp.where(arena, 0.0, anchored.b_centred),
+        centring=jnp.stack(
+            [
+                jnp.where(arena, 0.0, anchored.b_centred),
+                anchored.log_a_centred,
+                jnp.zeros_like(anchored.b_anchored),
+            ]
+        ),
         n_anchored=0,
     )
     args = (anchored, config)

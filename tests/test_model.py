@@ -212,8 +212,8 @@ def test_centred_and_non_centred_coordinates_give_the_same_prior(prior):
     spread = np.sqrt(((theta_c**2).sum() / config.theta_scale**2 + 1) / ds.n_models)
     b_rel = np.asarray(params["b"]) - float(params["theta_mean"])
     log_a = np.log(np.asarray(params["a"]))
-    ones = jnp.ones_like(inputs.b_centred)
-    centred = dataclasses.replace(inputs, b_centred=ones, log_a_centred=ones)
+    rows = jnp.stack([jnp.ones_like(inputs.b_centred)] * 2 + [inputs.b_anchored])
+    centred = dataclasses.replace(inputs, centring=rows)
     other = dict(latent)
     g = np.asarray(ds.item_group)
     if prior == "hierarchical":

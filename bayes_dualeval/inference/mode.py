@@ -143,10 +143,9 @@ def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
 
 
 def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
-    if hasattr(inputs, "b_centred"):  # one fixed layout for the items' affine maps
-        zeros = jnp.zeros_like(inputs.b_centred)
+    if hasattr(inputs, "centring"):  # one fixed layout for the items' affine maps
         inputs = dataclasses.replace(
-            inputs, b_centred=zeros, log_a_centred=zeros, b_anchored=zeros, n_anchored=0
+            inputs, centring=jnp.zeros_like(inputs.centring), n_anchored=0
         )
     sites = _latent_sites((inputs, config))
     items = tuple(name for name, (_, plates) in sites.items() if ITEM_PLATE in plates)

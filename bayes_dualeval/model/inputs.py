@@ -42,7 +42,7 @@ class ModelInputs:
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
-        anchored (marked by ``b_anchored``).
+        anchored (marked by :attr:`b_anchored`).
     item_group : jax.Array of int32, shape (Q,)
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
@@ -73,12 +73,15 @@ class ModelInputs:
     level_group : jax.Array of int32, shape (Q,)
         Arena source (index among the ``n_level_groups`` arena item groups) of each item;
         0 for items that are not arena prompts (masked by ``prompt_n``).
-    b_centred, log_a_centred : jax.Array of float32, shape (Q,)
-        1 where an item's ``b`` (``log a``) is sampled in centred coordinates, 0 where
-        non-centred (hierarchical item prior; see :func:`centring`).
-    b_anchored : jax.Array of float32, shape (Q,)
-        1 where an arena prompt's ``b`` is anchored to its level
-        (:mod:`bayes_dualeval.model.anchoring`).
+    centring : jax.Array of float32, shape (3, Q)
+        How each item's coordinates are laid out (:func:`centring`), read by name through
+        :attr:`b_centred`, :attr:`log_a_centred` and :attr:`b_anchored`: 1 where an item's
+        ``b`` (``log a``) is sampled in centred coordinates, 0 where non-centred
+        (hierarchical item prior); 1 where an arena prompt's ``b`` is anchored to its level
+        (:mod:`bayes_dualeval.model.anchoring`). One array rather than three: XLA folds a
+        separate all-zero array into the compiled program of parallel chains (where the
+        data are constants), which changes float32 rounding, so the same seed would no
+        longer give the same draws as earlier releases.
     """
 
     n_models: int
@@ -106,9 +109,22 @@ class ModelInputs:
     prompt_zbar: jax.Array
     prompt_se: jax.Array
     level_group: jax.Array
-    b_centred: jax.Array
-    log_a_centred: jax.Array
-    b_anchored: jax.Array
+    centring: jax.Array
+
+    @property
+    def b_centred(self) -> jax.Array:
+        """1 where an item's ``b`` is sampled in centred coordinates (row 0 of ``centring``)."""
+        return self.centring[0]
+
+    @property
+    def log_a_centred(self) -> jax.Array:
+        """1 where an item's ``log a`` is sampled centred (row 1 of ``centring``)."""
+        return self.centring[1]
+
+    @property
+    def b_anchored(self) -> jax.Array:
+        """1 where an arena prompt's ``b`` is anchored (row 2 of ``centring``)."""
+        return self.centring[2]
 
     @property
     def has_static(self) -> bool:
@@ -223,7 +239,7 @@ def build_inputs(
         pairs = None
     if config.mode == "bt" and len(pair_w) == 0:
         raise ConfigError("mode 'bt' found no decisive arena pairs to fit")
-    b_centred, log_a_centred, b_anchored = centring(
+    item_centring = centring(
         dataset,
         use_static,
         centred,
@@ -235,7 +251,7 @@ def build_inputs(
         n_groups=len(dataset.groups),
         n_level_groups=n_level_groups,
         n_static_items=len(static_items),
-        n_anchored=int(b_anchored.sum()),
+        n_anchored=int(item_centring[2].sum()),
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
@@ -255,8 +271,6 @@ def build_inputs(
         prompt_zbar=jnp.asarray(prompt_zbar),
         prompt_se=jnp.asarray(prompt_se),
         level_group=jnp.asarray(group_of_item),
-        b_centred=jnp.asarray(b_centred),
-        log_a_centred=jnp.asarray(log_a_centred),
-        b_anchored=jnp.asarray(b_anchored),
+        centring=jnp.asarray(item_centring),
     )
     return inputs, pairs

@@ -143,8 +143,8 @@ def centring(
     Returns
     -------
     numpy.ndarray of float32, shape (3, Q)
-        Its rows unpack as ``b_centred, log_a_centred, b_anchored`` (the fields of
-        :class:`~bayes_dualeval.model.inputs.ModelInputs`): 1 where ``b`` (``log a``) is
+        ``ModelInputs.centring``, rows ``b_centred, log_a_centred, b_anchored`` (as
+        :class:`~bayes_dualeval.model.inputs.ModelInputs` names them): 1 where ``b`` (``log a``) is
         centred, 0 where non-centred; 1 where ``b`` is anchored instead.
     """
     q = dataset.n_items
