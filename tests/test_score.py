@@ -18,7 +18,7 @@ from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.measure.bank import BANK_DRAWS, Bank, responses
-from bayes_dualeval.measure.grid import GRID, arena_pairs, posterior
+from bayes_dualeval.measure.grid import GRID, arena_pairs, loglik, posterior
 from bayes_dualeval.measure.output import write_scores
 from bayes_dualeval.measure.score import MISFIT_P, score
 from bayes_dualeval.model.simulate import simulate, write
@@ -116,6 +116,49 @@ def test_grid_covers_the_posterior(setup):
     # no mass left at the edges: the grid spans the posterior of every draw
     assert post.weights[:, :, [0, -1]].max() < 1e-5
 
+
+
+def _reference_loglik(bank, resp, pairs, grids, d):
+    """The grid log likelihood at bank draw ``d``, term by term in float64 NumPy."""
+    from scipy.special import expit, log_expit
+
+    config = bank.model.config
+    centre = bank.draws["theta"][d].mean()
+    b, a = bank.draws["b"][d].astype(float), bank.draws["a"][d].astype(float)
+    gamma = float(bank.draws["gamma"][d])
+    out = np.zeros(grids.shape)
+    for k in range(resp.n_models):
+        theta = grids[k] + centre  # (G,)
+        mine = resp.static_model == k
+        q, y = resp.static_item[mine], resp.static_y[mine]
+        eta = a[q][:, None] * (theta[None] - b[q][:, None])
+        out[k] += (y[:, None] * log_expit(eta) + (1 - y[:, None]) * log_expit(-eta)).sum(0)
+        sel = pairs.model == k
+        q, j = pairs.item[sel], pairs.other[sel]
+        w, t, bad = pairs.weight[sel], pairs.target[sel], pairs.both_bad[sel]
+        p_mine = expit(a[q][:, None] * (theta[None] - b[q][:, None]))
+        p_other = expit(a[q] * (bank.draws["theta"][d][j] - b[q]))[:, None]
+        x = gamma * (p_mine - p_other)
+        soft = t[:, None] * log_expit(x) + (1 - t[:, None]) * log_expit(-x)
+        ll = np.where(
+            bad[:, None], config.lambda_bb * np.log1p(-p_mine), config.lambda_arena * soft
+        )
+        out[k] += (w[:, None] * ll).sum(0)
+    return out
+
+
+def test_grid_loglik_equals_the_terms_summed_one_by_one(setup):
+    """The compiled kernels against a term-by-term sum; tolerance float32 rounding."""
+    root, bank, *_ = setup
+    resp = responses(root / "new_data", bank)
+    pairs = arena_pairs(bank, resp)
+    assert len(pairs) and resp.static_y.size
+    grids = np.linspace(-3, 3, 9)[None, :] + np.linspace(-0.5, 0.5, resp.n_models)[:, None]
+    rows = np.array([0, 7, bank.n_draws - 1])
+    got = loglik(bank, resp, pairs, grids, rows)
+    for i, d in enumerate(rows):
+        want = _reference_loglik(bank, resp, pairs, grids, d)
+        np.testing.assert_allclose(got[:, i], want, rtol=2e-5, atol=1e-3)
 
 def test_flipped_answers_misfit_the_bank(setup, tmp_path):
     """A tiny bank (10 models) knows its items roughly: the test is paired, not absolute.

@@ -33,9 +33,10 @@ import pandas as pd
 from scipy import special
 
 from bayes_dualeval.checks.budget import PAIR_CHUNK_DRAWS, chunks, replicate_index
-from bayes_dualeval.checks.cells import EPS, Cells, group_matrix
+from bayes_dualeval.checks.cells import EPS, Cells
 from bayes_dualeval.checks.fitted import Decisive, FittedRun
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.grouping import group_matrix
 
 #: Smallest arena dispersion used (guards a degenerate estimate).
 MIN_DISPERSION = 1e-3

@@ -36,7 +36,7 @@ import pandas as pd
 from scipy import special, stats
 
 from bayes_dualeval.checks.arena_blocks import ArenaCells
-from bayes_dualeval.checks.cells import group_matrix
+from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.item_ids import benchmark_of
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from bayes_dualeval.checks.fdr import by_qvalues
 
@@ -56,16 +55,6 @@ def segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(keys) else []
     starts = np.asarray(starts, dtype=np.intp)
     return order, starts, ordered[starts]
-
-
-def group_matrix(groups: np.ndarray, n_groups: int, weights=None) -> sparse.csr_array:
-    """Sparse (n_groups, len(groups)) matrix with ``weights`` (default 1) at ``(groups[k], k)``.
-
-    ``matrix @ values`` sums the rows of a (len(groups), k) array by group.
-    """
-    n = len(groups)
-    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    return sparse.csr_array((w, (groups, np.arange(n))), shape=(n_groups, n))
 
 
 def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.DataFrame, tuple]:

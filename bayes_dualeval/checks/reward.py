@@ -23,8 +23,9 @@ from scipy import special
 
 from bayes_dualeval.checks.arena import ArenaPass, prompt_ppp
 from bayes_dualeval.checks.budget import chunks, replicate_index
-from bayes_dualeval.checks.cells import EPS, Cells, group_matrix
+from bayes_dualeval.checks.cells import EPS, Cells
 from bayes_dualeval.checks.fitted import FittedRun
+from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.model import links
 from bayes_dualeval.model.likelihood import reward_mean
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayes_dualeval.checks.budget import chunks, replicate_index
-from bayes_dualeval.checks.cells import EPS, Cells, group_matrix, segments
+from bayes_dualeval.checks.cells import EPS, Cells, segments
 from bayes_dualeval.checks.fitted import FittedRun
+from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.model import links
 
 

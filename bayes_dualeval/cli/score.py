@@ -50,7 +50,7 @@ def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
     """
     from bayes_dualeval.inference.device import configure
 
-    configure("cpu", 1, compile_cache=False)
+    configure("cpu", 1)  # the compiled grid kernels are kept on disk for the next score
 
     from bayes_dualeval.measure.bank import Bank
     from bayes_dualeval.measure.output import read_items, write_scores

@@ -28,9 +28,9 @@ import numpy as np
 from scipy import special
 
 from bayes_dualeval.core.thinning import evenly_spaced
+from bayes_dualeval.measure import kernels
 from bayes_dualeval.measure.bank import Bank, Responses
-from bayes_dualeval.measure.grid import GridPosterior, shift, sum_by_model
-from bayes_dualeval.model import links
+from bayes_dualeval.measure.grid import GridPosterior, sum_by_model
 
 #: Fewest static labels for a person-fit p-value.
 MIN_FIT_ITEMS = 20
@@ -45,18 +45,15 @@ def predictive_success(bank: Bank, resp: Responses, grids: np.ndarray) -> np.nda
 
     ``grids`` is :attr:`GridPosterior.grids` (K, G); the result is the mean over
     :data:`PREDICTIVE_DRAWS` bank draws of the label's question's success probability at
-    each point of its model's grid.
+    each point of its model's grid (one compiled kernel, :mod:`~bayes_dualeval.measure.kernels`).
     """
     rows = evenly_spaced(bank.n_draws, PREDICTIVE_DRAWS)
-    theta = grids[resp.static_model]  # (C, G), leaderboard scale
-    total = np.zeros(theta.shape)
-    centre = shift(bank, rows)
-    for k, d in enumerate(rows):  # a loop over draws; cells and grid points vectorised
-        par = bank.parameters([d], resp.static_item)
-        col = {n: None if v is None else v[0][:, None] for n, v in par.items()}
-        eta = links.eta(theta + centre[k], col["b"], col["a"])
-        total += links.probability(eta, col["c"], col["d"])
-    return total / len(rows)
+    lay = kernels.layout(bank, resp, None)  # static labels only
+    padded = kernels.mean_success(lay, grids, rows)  # (K, S_max, G)
+    index, mask = kernels.padded_rows(resp.static_model, resp.n_models)
+    out = np.zeros((len(resp.static_y), grids.shape[1]))
+    out[index[mask > 0]] = padded[mask > 0]
+    return out
 
 
 def person_fit(bank: Bank, resp: Responses, post: GridPosterior, theta: np.ndarray) -> np.ndarray:

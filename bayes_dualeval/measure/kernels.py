@@ -1,0 +1,282 @@
+r"""Compiled log likelihoods of new models' responses on their grids, per bank draw.
+
+:func:`~bayes_dualeval.measure.grid.loglik` evaluates, for every new model ``k``, grid
+point ``g`` and bank draw ``d``, the log likelihood of the model's static labels and arena
+pairs. That is the whole cost of a score (tens of new models x thousands of pairs x 49
+points x hundreds of draws), so it is written for the machine:
+
+* **model-major, padded layout** (:class:`Layout`): each new model's labels, prompts and
+  pairs are rows of ``(K, n_max)`` arrays (padding has weight 0), so a model's sum is a
+  dense reduction over one axis, fused with the arithmetic, not a scatter;
+* **on the device once**: the layout and the bank's draws are transferred when the layout
+  is built; a chunk of draws passes only its draw indices;
+* **one log-sigmoid per decisive pair**: the soft-label term
+  :math:`t \log s(x) + (1 - t) \log s(-x) = \log s(x) - (1 - t) x` with
+  :math:`x = \gamma (p_{kq} - p_{jq})` is linear in :math:`p_{kq}` apart from
+  :math:`\log s(x)`, so its linear part and the both-bad term
+  :math:`\lambda_{bb} w \log(1 - p_{kq})` are sums over the model's prompts (a few
+  thousand cells, not tens of thousands of pairs), weighted by per-prompt totals of the
+  pair weights, as the fit's ``pair_linear`` and ``bb_count`` do. Measured on 40 new
+  models x 1,919 pairs x 49 points on this CPU: the per-pair loop with the linear part in
+  it cost 14 ns per pair and grid point, without it 5; the new model's probability is
+  recomputed in each pair rather than gathered from its prompt (a gather inside the fused
+  loop cost 10).
+
+Equal to the term-by-term sums up to float32 rounding (``tests/test_score.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_dualeval.model import links
+
+#: Largest number of (draws x rows x grid points) one compiled call evaluates.
+CHUNK = 16_000_000
+
+
+def padded_rows(group: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Model-major layout of rows grouped by ``group``: ``(index, mask)``, each (K, n_max).
+
+    ``index[k, r]`` is the ``r``-th row of group ``k`` (0 where padded), ``mask`` 1 there
+    and 0 in the padding.
+    """
+    group = np.asarray(group, dtype=np.int64)
+    counts = np.bincount(group, minlength=n_groups)
+    width = max(int(counts.max()) if len(group) else 0, 1)
+    order = np.argsort(group, kind="stable")
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    slot = np.arange(len(group)) - starts[group[order]]
+    index = np.zeros((n_groups, width), dtype=np.int64)
+    mask = np.zeros((n_groups, width), dtype=np.float32)
+    index[group[order], slot] = order
+    mask[group[order], slot] = 1.0
+    return index, mask
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The new models' responses in model-major padded arrays, on the device.
+
+    Built by :func:`layout`. ``static_*`` are (K, S_max), ``pair_*`` the decisive pairs
+    (K, P_max), ``cell_*`` the (new model, prompt) cells of the pairs with the summed
+    weights of their linear and both-bad terms (K, R_max); padding has zero weight.
+    ``draws`` holds the bank's draws of ``theta``, ``b``, ``a``, ``c``, ``d``, ``gamma``
+    and ``centre`` (the leaderboard's zero), absent sites None.
+    """
+
+    static_item: jax.Array
+    static_y: jax.Array
+    static_mask: jax.Array
+    cell_item: jax.Array
+    cell_linear: jax.Array
+    cell_both_bad: jax.Array
+    pair_item: jax.Array
+    pair_other: jax.Array
+    pair_weight: jax.Array
+    pair_linear: jax.Array
+    draws: dict
+    has_static: bool
+    has_pairs: bool
+    bt: bool
+
+
+def layout(bank, resp, pairs) -> Layout:
+    """The :class:`Layout` of ``resp`` and its arena ``pairs`` against ``bank``.
+
+    Parameters
+    ----------
+    bank : Bank
+    resp : Responses
+    pairs : ArenaPairs or None
+        From :func:`~bayes_dualeval.measure.grid.arena_pairs`; None leaves the arena out.
+    """
+    config = bank.model.config
+    k = resp.n_models
+    s_index, s_mask = padded_rows(resp.static_model, k)
+    if len(resp.static_item):
+        static_item = np.asarray(resp.static_item, dtype=np.int64)[s_index]
+        static_y = np.asarray(resp.static_y, dtype=np.float32)[s_index] * s_mask
+    else:
+        static_item, static_y = s_index, s_mask
+    bt = bank.model.arena_term == "bt"
+    lam_arena, lam_bb = float(config.lambda_arena), float(config.lambda_bb)
+    n = len(pairs) if pairs is not None and bank.model.arena_term != "reward" else 0
+    empty = np.zeros(0)
+    model = np.asarray(pairs.model[:n] if n else empty, dtype=np.int64)
+    item = np.asarray(pairs.item[:n] if n else empty, dtype=np.int64)
+    other = np.asarray(pairs.other[:n] if n else empty, dtype=np.int64)
+    w = np.asarray(pairs.weight[:n] if n else empty, dtype=np.float64)
+    t = np.asarray(pairs.target[:n] if n else empty, dtype=np.float64)
+    bad = np.asarray(pairs.both_bad[:n] if n else empty, dtype=bool) & (not bt)
+    # decisive pairs, model-major: one row per pair
+    p_index, p_mask = padded_rows(model[~bad], k)
+    decisive = np.nonzero(~bad)[0]
+    rows_d = decisive[p_index] if len(decisive) else np.zeros_like(p_index)
+    item_d, other_d = _at(item, rows_d, 0), _at(other, rows_d, 0)
+    w_d, t_d = _at(w, rows_d, 0.0) * p_mask, _at(t, rows_d, 0.0)
+    # the terms linear in the new model's success probability, summed per (model, prompt)
+    q = bank.dataset.n_items
+    cells, cell_of = np.unique(model * q + item, return_inverse=True)
+    weight_lin = np.bincount(
+        cell_of, weights=np.where(bad, 0.0, lam_arena * w * (1 - t)), minlength=len(cells)
+    )
+    weight_bb = np.bincount(cell_of, weights=np.where(bad, lam_bb * w, 0.0), minlength=len(cells))
+    c_index, c_mask = padded_rows(cells // q, k)
+    cell_item = _at(cells % q, c_index, 0)
+    cell_lin, cell_bb = (
+        _at(weight_lin, c_index, 0.0) * c_mask,
+        _at(weight_bb, c_index, 0.0) * c_mask,
+    )
+    f32 = np.float32
+    draws = {name: None for name in links.ITEM_PARAMETERS}
+    draws.update(bank.parameters())
+    draws["theta"] = bank.draws["theta"]
+    draws["gamma"] = bank.draws["gamma"] if "gamma" in bank.draws else np.ones(bank.n_draws)
+    draws["centre"] = bank.draws["theta"].mean(axis=1)
+    return Layout(
+        static_item=jnp.asarray(static_item, jnp.int32),
+        static_y=jnp.asarray(static_y, f32),
+        static_mask=jnp.asarray(s_mask, f32),
+        cell_item=jnp.asarray(cell_item, jnp.int32),
+        cell_linear=jnp.asarray(cell_lin, f32),
+        cell_both_bad=jnp.asarray(cell_bb, f32),
+        pair_item=jnp.asarray(item_d, jnp.int32),
+        pair_other=jnp.asarray(other_d, jnp.int32),
+        pair_weight=jnp.asarray(lam_arena * w_d, f32),
+        pair_linear=jnp.asarray(lam_arena * w_d * (1 - t_d), f32),
+        draws={name: None if v is None else jnp.asarray(v, f32) for name, v in draws.items()},
+        has_static=len(resp.static_item) > 0,
+        has_pairs=n > 0,
+        bt=bt,
+    )
+
+
+def _at(values: np.ndarray, index: np.ndarray, fill):
+    """``values[index]``, or ``fill`` everywhere when ``values`` is empty."""
+    return values[index] if len(values) else np.full(index.shape, fill)
+
+
+def chunk_size(lay: Layout, n_grid: int) -> int:
+    """Draws per compiled call, so that one call evaluates at most :data:`CHUNK` numbers."""
+    width = max(lay.static_item.size, lay.pair_item.size, lay.cell_item.size, 1)
+    return max(1, CHUNK // (width * n_grid))
+
+
+def loglik(lay: Layout, grids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Static and pair log likelihood of each new model, (len(rows), K, G).
+
+    ``grids`` (K, G) are abilities relative to the leaderboard's zero; ``rows`` bank
+    draws, evaluated in chunks of :func:`chunk_size` draws (the last one padded, so every
+    call has one shape and one compiled program).
+    """
+    size = chunk_size(lay, grids.shape[1])
+    g = jnp.asarray(grids, jnp.float32)
+    out = []
+    for start in range(0, len(rows), size):
+        part = rows[start : start + size]
+        padded = np.r_[part, np.full(size - len(part), part[-1])] if len(part) < size else part
+        value = _kernel(lay, g, jnp.asarray(padded, jnp.int32))
+        out.append(np.asarray(value)[: len(part)])
+    return np.concatenate(out, axis=0) if out else np.zeros((0,) + grids.shape)
+
+
+@jax.jit
+def _kernel(lay: Layout, grids, rows):
+    draws = lay.draws
+    theta = grids[None] + draws["centre"][rows][:, None, None]  # (D, K, G)
+    total = jnp.zeros(theta.shape, jnp.float32)
+    if lay.has_static:
+        total = total + _static(lay, draws, theta, rows)
+    if lay.has_pairs:
+        arena = _bt if lay.bt else _pairs
+        total = total + arena(lay, draws, theta, rows)
+    return total
+
+
+def _take(draws, name, rows, index):
+    value = draws[name]
+    return None if value is None else value[rows][:, index][..., None]  # (D, K, n, 1)
+
+
+def _static(lay, draws, theta, rows):
+    b = _take(draws, "b", rows, lay.static_item)
+    a = _take(draws, "a", rows, lay.static_item)
+    eta = links.eta(theta[:, :, None, :], b, a)  # (D, K, S, G)
+    c, d = _take(draws, "c", rows, lay.static_item), _take(draws, "d", rows, lay.static_item)
+    ll = links.bernoulli_loglik(lay.static_y[None, :, :, None], eta, c, d)
+    return jnp.sum(ll * lay.static_mask[None, :, :, None], axis=2)
+
+
+def _pairs(lay, draws, theta, rows):
+    gamma = draws["gamma"][rows][:, None, None]
+    b, a = _take(draws, "b", rows, lay.pair_item), _take(draws, "a", rows, lay.pair_item)
+    mine = links.probability(links.eta(theta[:, :, None, :], b, a))  # (D, K, P, G)
+    theta_o = draws["theta"][rows][:, lay.pair_other][..., None]
+    p_other = links.probability(links.eta(theta_o, b, a))  # (D, K, P, 1)
+    x = gamma[..., None] * (mine - p_other)
+    decisive = jnp.sum(lay.pair_weight[None, :, :, None] * links.log_sigmoid(x), axis=2)
+    # the linear part -(1 - t) w x: the bank side is constant in the grid (kept, so the
+    # value is exact); the new model's side and the both-bad term per (model, prompt)
+    offset = gamma * jnp.sum(lay.pair_linear[None, :, :, None] * p_other, axis=2)
+    eta = links.eta(
+        theta[:, :, None, :], _take(draws, "b", rows, lay.cell_item),
+        _take(draws, "a", rows, lay.cell_item),
+    )  # fmt: skip
+    cells = -gamma[..., None] * lay.cell_linear[None, :, :, None] * links.probability(eta)
+    cells = cells + lay.cell_both_bad[None, :, :, None] * links.log_sigmoid(-eta)
+    return decisive + offset + jnp.sum(cells, axis=2)
+
+
+def _bt(lay, draws, theta, rows):
+    theta_o = draws["theta"][rows][:, lay.pair_other]  # (D, K, P)
+    x = theta[:, :, None, :] - theta_o[..., None]
+    soft = lay.pair_weight[None, :, :, None] * links.log_sigmoid(x)
+    return jnp.sum(soft - lay.pair_linear[None, :, :, None] * x, axis=2)
+
+
+jax.tree_util.register_dataclass(
+    Layout,
+    data_fields=[
+        "static_item", "static_y", "static_mask", "cell_item", "cell_linear", "cell_both_bad",
+        "pair_item", "pair_other", "pair_weight", "pair_linear", "draws",
+    ],
+    meta_fields=["has_static", "has_pairs", "bt"],
+)  # fmt: skip
+
+
+def mean_success(lay: Layout, grids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Each static label's success probability at its model's grid, averaged over ``rows``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, S_max, G)
+        In the layout's padded rows (:func:`padded_rows` of the labels' models).
+    """
+    size = max(1, CHUNK // max(lay.static_item.size * grids.shape[1], 1))
+    g = jnp.asarray(grids, jnp.float32)
+    total = np.zeros(lay.static_item.shape + (grids.shape[1],))
+    for start in range(0, len(rows), size):
+        part = np.asarray(rows[start : start + size])
+        weight = np.r_[np.ones(len(part)), np.zeros(size - len(part))].astype(np.float32)
+        padded = np.r_[part, np.full(size - len(part), part[-1])] if len(part) < size else part
+        total += np.asarray(
+            _success_sum(lay, g, jnp.asarray(padded, jnp.int32), jnp.asarray(weight))
+        )
+    return total / len(rows)
+
+
+@jax.jit
+def _success_sum(lay: Layout, grids, rows, weight):
+    draws = lay.draws
+    theta = grids[None] + draws["centre"][rows][:, None, None]  # (D, K, G)
+    item = lay.static_item
+    eta = links.eta(
+        theta[:, :, None, :], _take(draws, "b", rows, item), _take(draws, "a", rows, item)
+    )
+    p = links.probability(eta, _take(draws, "c", rows, item), _take(draws, "d", rows, item))
+    return jnp.sum(weight[:, None, None, None] * p, axis=0)
