@@ -5,7 +5,8 @@ against it, always with `score` or `adaptive` (the bank is never refitted):
 
 * full: every question the held-out model answered (the reference);
 * short form: only the items `compress` chose (``--share`` of the bank's items, or
-  ``--items``), and, for comparison, random subsets of the same size (``--random`` of them);
+  ``--items``), for ranking (informative items) and for accuracy (representative items),
+  and, for comparison, random subsets of the same size (``--random`` of them);
 * adaptive: `adaptive` with ``fisher`` and with ``random`` to the same target sd.
 
 Reported: Spearman correlation of the held-out models' abilities with the full-data ones
@@ -117,6 +118,11 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
     rho, mae_all, mae_bench = measure(short["item"], "short")
     out["short_spearman"], out["short_mae_all"] = round(rho, 3), round(mae_all, 4)
     out["short_mae_per_benchmark"] = round(mae_bench, 4)
+    anchors = compress(bank, k, seed=seed, purpose="accuracy")
+    rho, mae_all, mae_bench = measure(anchors["item"], "anchors")
+    out["accuracy_form_spearman"] = round(rho, 3)
+    out["accuracy_form_mae_all"] = round(mae_all, 4)
+    out["accuracy_form_mae_per_benchmark"] = round(mae_bench, 4)
     rng = np.random.default_rng(seed + 1)
     static_ids = bank.items.loc[bank.items["kind"] == "static", "item"].to_numpy()
     randoms = [measure(rng.choice(static_ids, k, replace=False), f"random{r}")

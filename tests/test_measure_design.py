@@ -16,7 +16,7 @@ import pytest
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.measure import grid
+from bayes_dualeval.measure import anchors, grid
 from bayes_dualeval.measure.adaptive import adaptive
 from bayes_dualeval.measure.bank import Bank, Responses
 from bayes_dualeval.measure.compress import compress, fisher_information, item_information
@@ -164,6 +164,56 @@ def test_compress_beats_random_subsets(world):
         all_b = bank.draws["b"].mean(axis=0)[bank.items["source"].to_numpy() == source]
         low, high = np.quantile(all_b, [0.25, 0.75])
         assert chosen.min() < low and chosen.max() > high
+
+
+def test_kmeans_finds_separated_clusters_and_their_representatives():
+    """Four well-separated blobs of unequal size: one representative each, sizes exact."""
+    rng = np.random.default_rng(5)
+    centres = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0], [5.0, 5.0]])
+    sizes = np.array([10, 20, 30, 40])
+    points = np.concatenate(
+        [c + rng.normal(0, 0.3, (n, 2)) for c, n in zip(centres, sizes, strict=True)]
+    )
+    blob = np.repeat(np.arange(4), sizes)
+    labels = anchors.kmeans(points, 4, np.random.default_rng(0))
+    # the partition is the blobs' (labels are a permutation of the blob ids)
+    assert len({(b, lab) for b, lab in zip(blob, labels, strict=True)}) == 4
+    chosen, got = anchors.representatives(points, 4, seed=0)
+    assert sorted(blob[chosen]) == [0, 1, 2, 3]
+    np.testing.assert_array_equal(got, sizes[blob[chosen]])
+    # each representative is its blob's member nearest the blob's mean
+    for i, b in zip(chosen, blob[chosen], strict=True):
+        members = points[blob == b]
+        assert i == np.nonzero(blob == b)[0][((members - members.mean(0)) ** 2).sum(1).argmin()]
+    # k at or above n keeps every point once
+    all_rows, ones = anchors.representatives(points[:3], 5, seed=0)
+    assert all_rows.tolist() == [0, 1, 2] and ones.tolist() == [1, 1, 1]
+
+
+def test_compress_for_accuracy_is_representative(world):
+    """Weights are cluster sizes (they add up to each source's items); the chosen items'
+    weighted mean success profile is close to the source's mean profile (tolerance 0.03,
+    tighter than the informative short form on the same bank)."""
+    bank = world[0]
+    out = compress(bank, 24, purpose="accuracy")
+    assert len(out) == 24 and out["item"].is_unique
+    counts = bank.items["source"].value_counts()
+    np.testing.assert_allclose(out.groupby("source")["weight"].sum(), counts[sorted(counts.index)])
+    ranking = compress(bank, 24)
+    index = pd.Index(bank.items["item"])
+    for source in ("bench", "quiz"):
+        members = np.nonzero(bank.items["source"].to_numpy() == source)[0]
+        target = anchors.success_profiles(bank, members).mean(axis=0)
+
+        def gap(table, source=source, target=target):
+            rows = table[table["source"] == source]
+            prof = anchors.success_profiles(bank, index.get_indexer(rows["item"]))
+            mean = (prof * rows["weight"].to_numpy()[:, None]).sum(0) / rows["weight"].sum()
+            return np.abs(mean - target).max()
+
+        assert gap(out) < 0.03 and gap(out) < gap(ranking)
+    with pytest.raises(InputError, match="purpose"):
+        compress(bank, 5, purpose="speed")
 
 
 def test_fisher_information_matches_definition():

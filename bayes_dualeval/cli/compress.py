@@ -15,19 +15,32 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors
     "--out", type=click.Path(path_type=str), default=None,
     help="CSV file to write (atomically); without it the table is printed.",
 )  # fmt: skip
-@click.option("--seed", type=int, default=0, show_default=True, help="Breaks ties.")
+@click.option(
+    "--for", "purpose", type=click.Choice(["ranking", "accuracy"]), default="ranking",
+    show_default=True,
+    help="ranking: the most informative items; accuracy: representative items, each "
+    "standing for a cluster of items that the same bank models get right.",
+)  # fmt: skip
+@click.option(
+    "--seed", type=int, default=0, show_default=True,
+    help="Breaks ties (ranking) and starts the clustering (accuracy).",
+)  # fmt: skip
 @clean_errors
-def compress(run_dir, n_items, per_source, out, seed):
-    """Choose the N most informative items of the run RUN_DIR, covering its sources.
+def compress(run_dir, n_items, per_source, purpose, out, seed):
+    """Choose N items of the run RUN_DIR for a short form, covering its sources.
 
-    Information is each item's Fisher information averaged over the posterior draws and
-    over the bank models' abilities, items spread over the difficulty range within each
-    source. Columns: item, source, kind, b_mean, a_mean, information, weight. Score new
-    models on the chosen items with `bayes-dualeval score`.
+    For ranking (the default), the most informative items: each item's Fisher information
+    averaged over the posterior draws and over the bank models' abilities, items spread over
+    the difficulty range within each source. For accuracy, representative items: the
+    items of each source clustered by their success profiles (the bank's predicted
+    probability of each bank model answering them), one per cluster, weighted by the
+    cluster's size. Columns: item, source, kind, b_mean, a_mean, information, weight. Score
+    new models on the chosen items with `bayes-dualeval score`.
 
     \b
     Example:
         bayes-dualeval compress runs/20260101-120000-nuts --items 100 --out short.csv
+        bayes-dualeval compress runs/bank --items 100 --for accuracy --out anchors.csv
     """
     from bayes_dualeval.inference.device import configure
 
@@ -37,7 +50,9 @@ def compress(run_dir, n_items, per_source, out, seed):
     from bayes_dualeval.measure.compress import compress as compress_bank
     from bayes_dualeval.measure.output import write_table
 
-    table = compress_bank(Bank.from_run(run_dir), n_items, per_source=per_source, seed=seed)
+    table = compress_bank(
+        Bank.from_run(run_dir), n_items, per_source=per_source, seed=seed, purpose=purpose
+    )
     if out is None:
         click.echo(table.to_string(index=False))
     else:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.measure import anchors
 from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.model import links
 
@@ -111,8 +112,15 @@ def _allocate(counts: np.ndarray, n_items: int) -> np.ndarray:
     return out + 1
 
 
-def compress(bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 0) -> pd.DataFrame:
-    r"""The most informative bank items, shared among sources and spread over difficulty.
+#: What a short form is chosen for (:func:`compress`'s ``purpose``).
+PURPOSES = ("ranking", "accuracy")
+
+
+def compress(
+    bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 0,
+    purpose: str = "ranking",
+) -> pd.DataFrame:  # fmt: skip
+    r"""A short form of the bank: informative items (ranking) or representative ones (accuracy).
 
     Static questions and arena prompts are both candidates.
 
@@ -126,7 +134,12 @@ def compress(bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 
         Keep ``n_items`` per source instead of sharing ``n_items`` among the sources.
     seed : int
         Seed that breaks ties in information (items with equal information are ordered
-        at random, reproducibly).
+        at random, reproducibly) and starts the clustering of ``purpose="accuracy"``.
+    purpose : {"ranking", "accuracy"}
+        ``ranking``: the most informative item of each difficulty stratum (below).
+        ``accuracy``: representative items (:mod:`~bayes_dualeval.measure.anchors`),
+        each standing for a cluster of items with like success profiles, its size the
+        item's ``weight``.
 
     Returns
     -------
@@ -134,13 +147,14 @@ def compress(bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 
         One row per chosen item, ordered by source and difficulty: ``item, source, kind``,
         the posterior means ``b_mean`` and ``a_mean`` (1 without a discrimination), the
         ``information`` of :func:`item_information`, and ``weight``, the number of the
-        source's items each chosen item stands for (``n_source / n_chosen_source``).
+        source's items each chosen item stands for (``n_source / n_chosen_source``; the
+        size of its cluster under ``purpose="accuracy"``).
 
     Raises
     ------
     InputError
         When ``n_items`` is below 1 or above the number of bank items (above the largest
-        source's with ``per_source``).
+        source's with ``per_source``), or ``purpose`` is unknown.
 
     Notes
     -----
@@ -170,22 +184,21 @@ def compress(bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 
             + ("largest source" if per_source else "items")
             + f"), got {n_items}"
         )
+    if purpose not in PURPOSES:
+        raise InputError(f"purpose must be one of {', '.join(PURPOSES)}; got {purpose!r}")
     quota = np.minimum(counts, n_items) if per_source else _allocate(counts, n_items)
     info = item_information(bank)
     b_mean = bank.draws["b"].mean(axis=0)
     a_draws = bank.draws["a"] if "a" in bank.model.item_sites else None
     a_mean = np.ones(n_total) if a_draws is None else a_draws.mean(axis=0)
-    # rank within source by difficulty -> equal-count strata of quota[source] items
-    rank_b = pd.Series(b_mean).groupby(source_index).rank(method="first").to_numpy() - 1
-    stratum = np.floor(rank_b * quota[source_index] / counts[source_index]).astype(int)
-    tie = np.random.default_rng(seed).random(n_total)
-    order = np.lexsort((tie, -info, stratum, source_index))
-    key = source_index[order] * (n_total + 1) + stratum[order]
-    first = np.r_[True, key[1:] != key[:-1]]
-    chosen = order[first & (quota[source_index[order]] > 0)]
-    chosen = chosen[np.lexsort((b_mean[chosen], source_index[chosen]))]
-    picked = np.bincount(source_index[chosen], minlength=len(names))
-    weight = counts / np.maximum(picked, 1)
+    if purpose == "accuracy":
+        chosen, weight = _representative(bank, source_index, quota, seed)
+    else:
+        chosen = _informative(info, b_mean, source_index, quota, counts, seed)
+        picked = np.bincount(source_index[chosen], minlength=len(names))
+        weight = (counts / np.maximum(picked, 1))[source_index[chosen]]
+    order = np.lexsort((b_mean[chosen], source_index[chosen]))
+    chosen, weight = chosen[order], weight[order]
     return pd.DataFrame(
         {
             "item": items["item"].to_numpy(dtype=str)[chosen],
@@ -194,7 +207,32 @@ def compress(bank: Bank, n_items: int, *, per_source: bool = False, seed: int = 
             "b_mean": b_mean[chosen],
             "a_mean": a_mean[chosen],
             "information": info[chosen],
-            "weight": weight[source_index[chosen]],
+            "weight": weight,
         },
         columns=list(COLUMNS),
     )
+
+
+def _informative(info, b_mean, source_index, quota, counts, seed) -> np.ndarray:
+    """The most informative item of each equal-count difficulty stratum of each source."""
+    n_total = len(info)
+    rank_b = pd.Series(b_mean).groupby(source_index).rank(method="first").to_numpy() - 1
+    stratum = np.floor(rank_b * quota[source_index] / counts[source_index]).astype(int)
+    tie = np.random.default_rng(seed).random(n_total)
+    order = np.lexsort((tie, -info, stratum, source_index))
+    key = source_index[order] * (n_total + 1) + stratum[order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    return order[first & (quota[source_index[order]] > 0)]
+
+
+def _representative(bank: Bank, source_index, quota, seed) -> tuple[np.ndarray, np.ndarray]:
+    """Per source, ``quota`` representatives of its success profiles and their clusters' sizes."""
+    chosen, weight = [], []
+    for s, k in enumerate(quota):
+        members = np.nonzero(source_index == s)[0]
+        if k == 0 or not len(members):
+            continue
+        rows, sizes = anchors.representatives(anchors.success_profiles(bank, members), k, seed)
+        chosen.append(members[rows])
+        weight.append(sizes.astype(float))
+    return np.concatenate(chosen), np.concatenate(weight)
