@@ -100,6 +100,9 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
     out["bank_items"], out["short_items"] = n_items, k
     full = score(bank, root / "new_data", seed=seed)
     ref = full.scores[full.scores["new"]].set_index("model")["theta_mean"]
+    # the sd with every answer: the floor an adaptive test's sd cannot go below
+    sd = full.scores.loc[full.scores["new"], "theta_sd"]
+    out["full_theta_sd_mean"] = round(float(sd.mean()), 3)
     ref = ref.reindex(sorted(ref.index))
     observed = full.accuracy.set_index(["model", "dataset"])["observed_accuracy"]
     start = time.perf_counter()
