@@ -76,6 +76,28 @@ def _short_dir(root: Path, items, name: str) -> Path:
     return out
 
 
+def _oracle_ratio(bank, theta, target: float) -> float:
+    """Questions an oracle needs to reach sd ``target`` against a random order's, averaged.
+
+    The oracle knows each held-out model's ability (``theta``, its full-data posterior mean
+    on the leaderboard's scale) and asks the static questions in decreasing order of their
+    Fisher information there (posterior-mean item parameters; the prior ignored); a random
+    order gains the pool's mean information per question. No selection rule can beat the
+    oracle, so its ratio bounds what ``fisher`` can reach on the pool.
+    """
+    from bayes_dualeval.measure.compress import fisher_information
+    from bayes_dualeval.measure.grid import shift
+
+    static = (bank.items["kind"] == "static").to_numpy()
+    par = {k: None if v is None else v.mean(axis=0)[static] for k, v in bank.parameters().items()}
+    raw = np.asarray(theta)[:, None] + shift(bank).mean()
+    info = fisher_information(raw, par["b"][None], *(None if par[k] is None else par[k][None]
+                                                      for k in ("a", "c", "d")))  # fmt: skip
+    need = 1.0 / target**2
+    best = [np.searchsorted(np.cumsum(np.sort(row)[::-1]), need) + 1 for row in info]
+    return float(np.mean(np.array(best) / (need / info.mean(axis=1))))
+
+
 def run_case(case: str, seed: int, draws: int, share: float, n_random: int, target: float):
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.measure.adaptive import adaptive
@@ -103,6 +125,7 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
     # the sd with every answer: the floor an adaptive test's sd cannot go below
     sd = full.scores.loc[full.scores["new"], "theta_sd"]
     out["full_theta_sd_mean"] = round(float(sd.mean()), 3)
+    out["oracle_over_random"] = round(_oracle_ratio(bank, ref.to_numpy(), target), 3)
     ref = ref.reindex(sorted(ref.index))
     observed = full.accuracy.set_index(["model", "dataset"])["observed_accuracy"]
     start = time.perf_counter()
