@@ -85,8 +85,8 @@ def _oracle_ratio(bank, theta, target: float) -> float:
     order gains the pool's mean information per question. No selection rule can beat the
     oracle, so its ratio bounds what ``fisher`` can reach on the pool.
     """
+    from bayes_dualeval.measure.bank import shift
     from bayes_dualeval.measure.compress import fisher_information
-    from bayes_dualeval.measure.grid import shift
 
     static = (bank.items["kind"] == "static").to_numpy()
     par = {k: None if v is None else v.mean(axis=0)[static] for k, v in bank.parameters().items()}

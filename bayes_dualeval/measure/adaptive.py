@@ -28,9 +28,8 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.thinning import evenly_spaced
-from bayes_dualeval.measure.bank import Bank, Responses
+from bayes_dualeval.measure.bank import Bank, Responses, shift
 from bayes_dualeval.measure.compress import fisher_information
-from bayes_dualeval.measure.grid import shift
 from bayes_dualeval.model import links
 
 #: Points of the fixed ability grid, and its half-width in prior sds.

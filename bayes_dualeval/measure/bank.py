@@ -170,6 +170,11 @@ class Bank:
         return out
 
 
+def shift(bank: Bank, rows=slice(None)) -> np.ndarray:
+    """The bank models' mean raw ability in each draw: the leaderboard's zero."""
+    return bank.draws["theta"][rows].mean(axis=1)
+
+
 def _sampler(diagnostics: dict) -> str:
     return str(diagnostics.get("sampler", {}).get("sampler", "a point estimate"))
 

@@ -37,7 +37,7 @@ import pandas as pd
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import kernels
-from bayes_dualeval.measure.bank import Bank, Responses
+from bayes_dualeval.measure.bank import Bank, Responses, shift
 from bayes_dualeval.model import links
 from bayes_dualeval.model.inputs import contrast_weight
 
@@ -132,7 +132,8 @@ def loglik(
     resp : Responses
     pairs : ArenaPairs
     grids : numpy.ndarray, shape (K, G)
-        Abilities relative to the bank models' mean (:func:`shift`), per model.
+        Abilities relative to the bank models' mean
+        (:func:`~bayes_dualeval.measure.bank.shift`), per model.
     rows : numpy.ndarray of int
         Bank draws.
     lay : bayes_dualeval.measure.kernels.Layout, optional
@@ -159,11 +160,6 @@ def sum_by_model(values: np.ndarray, model: np.ndarray, n_models: int) -> np.nda
     matrix = group_matrix(model, n_models)
     flat = values.transpose(1, 0, 2).reshape(n_c, n_d * n_g)
     return np.asarray(matrix @ flat).reshape(n_models, n_d, n_g).transpose(1, 0, 2)
-
-
-def shift(bank: Bank, rows=slice(None)) -> np.ndarray:
-    """The bank models' mean raw ability in each draw: the leaderboard's zero."""
-    return bank.draws["theta"][rows].mean(axis=1)
 
 
 def _raw(grids: np.ndarray, index: np.ndarray, bank: Bank, d: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayes_dualeval.measure.bank import shift
 from bayes_dualeval.model import links
 
 #: Largest number of (draws x rows x grid points) one compiled call evaluates.
@@ -137,7 +138,7 @@ def layout(bank, resp, pairs) -> Layout:
     draws.update(bank.parameters())
     draws["theta"] = bank.draws["theta"]
     draws["gamma"] = bank.draws["gamma"] if "gamma" in bank.draws else np.ones(bank.n_draws)
-    draws["centre"] = bank.draws["theta"].mean(axis=1)
+    draws["centre"] = shift(bank)
     return Layout(
         static_item=jnp.asarray(static_item, jnp.int32),
         static_y=jnp.asarray(static_y, f32),
@@ -179,7 +180,7 @@ def loglik(lay: Layout, grids: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _over_chunks(kernel, lay: Layout, grids: np.ndarray, rows: np.ndarray, size: int, *,
                  total: bool = False):  # fmt: skip
-    """``kernel(lay, grids, rows)`` over chunks of ``size`` rows, compiled once.
+    """The compiled ``kernel(lay, grids, rows)`` over chunks of ``size`` rows.
 
     The results per row are concatenated, or summed over the rows with ``total``. (XLA
     already spreads one fused loop over the CPU's cores: splitting the chunks among host
@@ -187,28 +188,18 @@ def _over_chunks(kernel, lay: Layout, grids: np.ndarray, rows: np.ndarray, size:
     """
     rows = np.asarray(rows)
     g = jnp.asarray(grids, jnp.float32)
-    compiled = _compiled(kernel)
     out = []
     for start in range(0, len(rows), size):
         part = rows[start : start + size]
         padded = np.r_[part, np.full(size - len(part), part[-1])] if len(part) < size else part
-        value = np.asarray(compiled(lay, g, jnp.asarray(padded, jnp.int32)))[: len(part)]
+        value = np.asarray(kernel(lay, g, jnp.asarray(padded, jnp.int32)))[: len(part)]
         out.append(value.sum(axis=0, dtype=np.float64) if total else value)
     if total:
         return np.sum(out, axis=0)
     return np.concatenate(out, axis=0) if out else np.zeros((0,) + grids.shape)
 
 
-_COMPILED: dict = {}
-
-
-def _compiled(kernel):
-    """``jax.jit(kernel)``, made once per kernel (so its compiled programs are reused)."""
-    if kernel not in _COMPILED:
-        _COMPILED[kernel] = jax.jit(kernel)
-    return _COMPILED[kernel]
-
-
+@jax.jit
 def _loglik_chunk(lay: Layout, grids, rows):
     draws = lay.draws
     theta = grids[None] + draws["centre"][rows][:, None, None]  # (D, K, G)
@@ -288,6 +279,7 @@ def mean_success(lay: Layout, grids: np.ndarray, rows: np.ndarray) -> np.ndarray
     return _over_chunks(_success_chunk, lay, grids, rows, size, total=True) / len(rows)
 
 
+@jax.jit
 def _success_chunk(lay: Layout, grids, rows):
     draws = lay.draws
     theta = grids[None] + draws["centre"][rows][:, None, None]  # (D, K, G)

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.measure.bank import Bank, Responses, responses
-from bayes_dualeval.measure.grid import GRID, arena_pairs, posterior, shift
+from bayes_dualeval.measure.bank import Bank, Responses, responses, shift
+from bayes_dualeval.measure.grid import GRID, arena_pairs, posterior
 from bayes_dualeval.measure.person_fit import person_fit
 from bayes_dualeval.model import links
 from bayes_dualeval.posterior.summaries import interval, ranks
