@@ -16,10 +16,11 @@ import pytest
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.measure import anchors, grid
+from bayes_dualeval.measure import anchors, grid, information
 from bayes_dualeval.measure.adaptive import adaptive
 from bayes_dualeval.measure.bank import Bank, Responses
-from bayes_dualeval.measure.compress import compress, fisher_information, item_information
+from bayes_dualeval.measure.compress import compress, item_information
+from bayes_dualeval.measure.information import fisher_information
 from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.simulate import simulate
@@ -325,3 +326,108 @@ def test_three_pl_bank_floor_lowers_static_information(world):
     assert len(compress(three, 15)) == 15
     res = adaptive(three, oracle, target_se=0.4, max_items=60)
     assert (res.summary["stopped_by"] == "se").all()
+
+
+# ------------------------------------------------------------------ adaptive: arena
+@pytest.fixture(scope="module")
+def arena_oracle(world):
+    """The new models' arena rewards, normalised with the bank models' mean and sd."""
+    bank, oracle, _ = world
+    _, arena, _ = simulate(
+        n_models=N_BANK + N_NEW, n_static=240, n_arena=30, n_domains=3,
+        log_a_mean=0.5, log_a_sd=0.2, seed=3,
+    )  # fmt: skip
+    new = arena[arena["model_label"].isin(oracle.models)]
+    old = arena[~arena["model_label"].isin(oracle.models)]["reward"]
+    ids = pd.Index(bank.items["item"]).get_indexer([item_ids.arena_id("arena", q) for q in new["item_id"]])
+    assert (ids >= 0).all()
+    return dataclasses.replace(
+        oracle,
+        arena_model=pd.Index(oracle.models).get_indexer(new["model_label"]),
+        arena_item=ids.astype(np.int64),
+        arena_z=((new["reward"] - old.mean()) / old.std(ddof=0)).to_numpy(dtype=float),
+    )
+
+
+def test_arena_information_is_the_curvature_of_the_expected_pair_terms(world):
+    bank = world[0]
+    table = information.prompts(bank)
+    q = int(np.nonzero(bank.items["kind"].to_numpy() == "arena")[0][0])
+    rows = np.arange(3)
+    theta0 = np.array([-0.7, 0.2, 1.1])
+    info = information.arena_information(bank, table, theta0, [q], rows)[:, 0]
+    # the pair terms of one prompt with targets at their expectation sigma(x(theta0)): minus
+    # their second derivative at theta0 is the information (central differences, h = 1e-3)
+    par = bank.parameters(rows, q)
+    others = table.other[q][table.mask[q] > 0]
+    cfg = bank.model.config
+
+    def expected_loglik(theta, t=None):
+        p = links.probability(links.eta(theta, par["b"], par["a"]))[:, None]
+        p_j = links.probability(links.eta(bank.draws["theta"][rows][:, others],
+                                          par["b"][:, None], par["a"][:, None]))  # fmt: skip
+        x = bank.draws["gamma"][rows][:, None] * (p - p_j)
+        t = links.sigmoid(x) if t is None else t
+        soft = t * np.log(links.sigmoid(x)) + (1 - t) * np.log(links.sigmoid(-x))
+        w = table.weight[q]
+        return (cfg.lambda_arena * w * table.decisive[q] * soft.sum(axis=1)
+                + cfg.lambda_bb * w * table.both_bad[q] * len(others) * np.log(1 - p[:, 0]),
+                t)  # fmt: skip
+
+    _, t0 = expected_loglik(theta0)
+    h = 1e-3
+    second = (expected_loglik(theta0 + h, t0)[0] - 2 * expected_loglik(theta0, t0)[0]
+              + expected_loglik(theta0 - h, t0)[0]) / h**2  # fmt: skip
+    # the both-bad term's expectation is its own value (no target): curvature as is
+    np.testing.assert_allclose(info, -second, rtol=1e-4)
+    assert table.decisive[q] > 0.9  # ties are rare: tie threshold 0 in this bank
+
+
+def test_adaptive_asks_arena_prompts_with_the_score_likelihood(world, arena_oracle):
+    bank, _, truth = world
+    keep = arena_oracle.arena_model == 0
+    prompts_only = dataclasses.replace(
+        arena_oracle, models=arena_oracle.models[:1],
+        static_model=np.zeros(0, np.int64), static_item=np.zeros(0, np.int64),
+        static_y=np.zeros(0), arena_model=np.zeros(keep.sum(), np.int64),
+        arena_item=arena_oracle.arena_item[keep], arena_z=arena_oracle.arena_z[keep],
+    )  # fmt: skip
+    res = adaptive(bank, prompts_only, target_se=0.05, max_items=8)
+    assert (res.trace["kind"] == "arena").all() and len(res.trace) == 8
+    np.testing.assert_allclose(
+        res.trace["response"], pd.Series(prompts_only.arena_z, index=bank.items["item"].to_numpy()[
+            prompts_only.arena_item]).loc[res.trace["item"]].to_numpy()
+    )  # fmt: skip
+    # the same posterior as grid.posterior (score's) on the prompts asked (tolerance 0.03)
+    asked = pd.Index(bank.items["item"]).get_indexer(res.trace["item"])
+    sub = dataclasses.replace(
+        prompts_only, arena_model=np.zeros(len(asked), np.int64), arena_item=asked,
+        arena_z=res.trace["response"].to_numpy(),
+    )  # fmt: skip
+    post = grid.posterior(bank, sub)
+    w = post.weights[0] / N_DRAWS
+    x = post.grids[0][None, :]
+    mean = (w * x).sum()
+    sd = np.sqrt((w * x**2).sum() - mean**2)
+    row = res.summary.iloc[0]
+    assert abs(mean - row["theta_mean"]) < 0.03 and abs(sd - row["theta_sd"]) < 0.03
+
+
+def test_adaptive_one_pool_of_questions_and_prompts(world, arena_oracle):
+    bank, _, truth = world
+    # gamma sets what a prompt's comparisons say about the ability: weak at 1 (this bank),
+    # strong at 8, where a prompt is worth more than the best question
+    sharp = dataclasses.replace(bank, draws={**bank.draws, "gamma": np.full(N_DRAWS, 8.0)})
+    for this, arena_first in ((bank, False), (sharp, True)):
+        res = adaptive(this, arena_oracle, select="fisher", target_se=0.3, max_items=80)
+        first = res.trace.groupby("model").head(3)
+        assert ((first["kind"] == "arena").mean() > 0.5) == arena_first
+    centre = bank.draws["theta"].mean()
+    for select in ("fisher", "kl"):
+        res = adaptive(bank, arena_oracle, select=select, target_se=0.3, max_items=80)
+        assert (res.summary["stopped_by"] == "se").all()
+        err = res.summary["theta_mean"] - (res.summary["model"].map(truth) - centre)
+        assert (np.abs(err) < 3 * 0.3 + 0.2).all()
+    rand = adaptive(bank, arena_oracle, select="random", target_se=0.3, max_items=80, seed=2)
+    fisher = adaptive(bank, arena_oracle, select="fisher", target_se=0.3, max_items=80)
+    assert fisher.summary["n_items"].mean() < 0.75 * rand.summary["n_items"].mean()

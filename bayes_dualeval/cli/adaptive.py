@@ -18,15 +18,15 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors
 )  # fmt: skip
 @click.option(
     "--select", type=click.Choice(["fisher", "kl", "random"]), default="fisher",
-    show_default=True, help="Next question: most information, most expected variance "
+    show_default=True, help="Next item: most information, most expected variance "
     "reduction, or random.",
 )  # fmt: skip
 @click.option("--target-se", type=float, default=0.3, show_default=True,
               help="Stop when the posterior sd falls below this.")  # fmt: skip
 @click.option("--max-items", type=int, default=50, show_default=True,
-              help="Stop after this many questions.")  # fmt: skip
+              help="Stop after this many items (questions and prompts).")  # fmt: skip
 @click.option("--exposure", type=int, default=1, show_default=True,
-              help="Randomesque exposure control: choose among the R best questions.")  # fmt: skip
+              help="Randomesque exposure control: choose among the R best items.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random choices.")
 @click.option(
     "--out", required=True, type=click.Path(path_type=str),
@@ -34,13 +34,14 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors
 )  # fmt: skip
 @clean_errors
 def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
-    """Ask each model of --data the bank's questions one at a time until its sd is small.
+    """Ask each model of --data the bank's items one at a time until its sd is small.
 
-    The answers come from the model's responses in --data; after each answer the ability
-    posterior is updated on a grid per posterior draw of the bank's items. Writes
-    OUT/adaptive.csv (one row per model), OUT/trace.csv (one row per question), the same
-    for a random order (random_*.csv, unless --select random) and OUT/sd_by_items.png.
-    This version asks static questions only.
+    The answers come from the model's responses in --data (static labels, and arena
+    rewards compared with the bank models' on the same prompt: one pool of both); after
+    each answer the ability posterior is updated on a grid per posterior draw of the bank's
+    items. Writes OUT/adaptive.csv (one row per model), OUT/trace.csv (one row per item),
+    the same for a random order (random_*.csv, unless --select random) and
+    OUT/sd_by_items.png.
 
     \b
     Example:
@@ -64,12 +65,12 @@ def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
     path = write_adaptive(result, baseline, out, select=select)
     for row in result.summary.itertuples():
         click.echo(
-            f"{row.model}: {row.n_items} questions, theta {row.theta_mean:+.2f} "
+            f"{row.model}: {row.n_items} items, theta {row.theta_mean:+.2f} "
             f"(sd {row.theta_sd:.2f}), stopped by {row.stopped_by}"
         )
     if baseline is not None:
         click.echo(
-            f"mean questions: {select} {result.summary['n_items'].mean():.1f}, "
+            f"mean items: {select} {result.summary['n_items'].mean():.1f}, "
             f"random {baseline.summary['n_items'].mean():.1f}"
         )
     click.echo(f"wrote {path}")

@@ -1,26 +1,29 @@
 r"""Computerised adaptive testing against a bank, simulated with known answers.
 
 Each new model of an *oracle* (:class:`~bayes_dualeval.measure.bank.Responses` whose
-labels are taken as the model's answers) is asked the bank's static questions one at a
-time. Its ability posterior is kept on a fixed grid of raw abilities, one posterior per
-bank draw :math:`d` (the item parameters :math:`\phi_d`), as in
-:mod:`~bayes_dualeval.measure.grid`:
+labels and rewards are taken as the model's answers) is asked the bank's static questions
+and arena prompts, in one pool, one at a time. Its ability posterior is kept on a fixed
+grid of abilities :math:`u` on the leaderboard's scale (relative to the bank models' mean
+:math:`\bar\theta_d` in draw :math:`d`), one posterior per bank draw (the item parameters
+:math:`\phi_d`), as in :mod:`~bayes_dualeval.measure.grid`:
 
 .. math::
 
-    \log w_{d g} \leftarrow \log w_{d g} + \log p(y_q \mid \theta_g, \phi_{q d}),
-    \qquad w_{d g} \propto e^{-\theta_g^2 / 2 s^2} \text{ at the start},
+    \log w_{d g} \leftarrow \log w_{d g} + \ell_q(u_g + \bar\theta_d \mid \phi_d),
+    \qquad w_{d g} \propto e^{-(u_g + \bar\theta_d)^2 / 2 s^2} \text{ at the start},
 
-and the reported posterior is the equal-weight mixture over the draws of each draw's
-normalised posterior, on the leaderboard's scale (the raw ability minus the mean of the
-bank models' raw abilities at the same draw). The bank is frozen: answers move the new
-model's ability only. The grid spans :data:`HALF_WIDTH` prior sds on each side, so a model
-that answers everything right (or wrong) keeps the prior-bounded posterior that its
-answers and the prior give, not a runaway estimate.
+where :math:`\ell_q` is the log likelihood of the model's answer to item :math:`q`: its
+label on a static question, or on an arena prompt its pairs with the bank models on the
+same prompt (or its reward), exactly the terms of a score. The reported posterior is the
+equal-weight mixture over the draws of each draw's normalised posterior. The bank is
+frozen: answers move the new model's ability only. The grid spans :data:`HALF_WIDTH` prior
+sds on each side, so a model that answers everything right (or wrong) keeps the
+prior-bounded posterior that its answers and the prior give, not a runaway estimate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,13 +31,14 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.thinning import evenly_spaced
+from bayes_dualeval.measure import grid as grid_posterior
+from bayes_dualeval.measure import information, kernels
 from bayes_dualeval.measure.bank import Bank, Responses, shift
-from bayes_dualeval.measure.compress import fisher_information
 from bayes_dualeval.model import links
 
 #: Points of the fixed ability grid, and its half-width in prior sds.
 GRID, HALF_WIDTH = 241, 6.0
-#: Bank draws the ``kl`` criterion averages over (evenly spaced).
+#: Bank draws the ``kl`` criterion and the arena prompts' information average over.
 SELECT_DRAWS = 100
 #: Largest number of floats in one chunk of (draws x candidates x grid points).
 CHUNK = 4_000_000
@@ -55,14 +59,15 @@ class AdaptiveResult:
     Attributes
     ----------
     summary : pandas.DataFrame
-        One row per model: ``model, n_items`` (questions asked), ``theta_mean,
-        theta_sd`` and the 95% equal-tailed ``theta_lo, theta_hi`` of the final posterior
-        on the leaderboard's scale, and ``stopped_by`` (``se``: the sd fell below the
-        target; ``max_items``; ``pool``: the model had answered no further question).
+        One row per model: ``model, n_items`` (questions and prompts asked),
+        ``theta_mean, theta_sd`` and the 95% equal-tailed ``theta_lo, theta_hi`` of the
+        final posterior on the leaderboard's scale, and ``stopped_by`` (``se``: the sd fell
+        below the target; ``max_items``; ``pool``: the model had answered nothing further).
     trace : pandas.DataFrame
-        One row per question asked: ``model, step`` (from 1), ``item`` (bank id), ``kind``
-        (``static``), ``response`` (the label) and the posterior ``theta_mean, theta_sd``
-        after the answer.
+        One row per item asked: ``model, step`` (from 1), ``item`` (bank id), ``kind``
+        (``static`` or ``arena``), ``response`` (the label, or the reward normalised with
+        the bank's normalisation) and the posterior ``theta_mean, theta_sd`` after the
+        answer.
     """
 
     summary: pd.DataFrame
@@ -70,38 +75,74 @@ class AdaptiveResult:
 
 
 class _Posterior:
-    """One model's grid posterior per bank draw, on the fixed grid."""
+    """One model's grid posterior per bank draw, on the fixed leaderboard-scale grid."""
 
     def __init__(self, bank: Bank, grid: np.ndarray):
         self.bank, self.grid = bank, grid
         self.shift = shift(bank)  # (D,) the leaderboard's zero in each draw
-        prior = -0.5 * (grid / bank.model.config.theta_scale) ** 2  # Normal(0, s) on raw theta
-        self.log_w = np.broadcast_to(prior, (bank.n_draws, len(grid))).copy()
+        self.log_w = grid_posterior.log_prior(bank, grid[None], slice(None))[0]  # (D, G)
 
     def weights(self) -> np.ndarray:
         w = np.exp(self.log_w - self.log_w.max(axis=1, keepdims=True))
         return w / w.sum(axis=1, keepdims=True)
 
-    def update(self, item: int, y: float) -> None:
+    def raw(self, w: np.ndarray) -> np.ndarray:
+        """Each draw's posterior mean of the raw ability, (D,)."""
+        return w @ self.grid + self.shift
+
+    def update_static(self, item: int, y: float) -> None:
         par = self.bank.parameters(slice(None), item)  # (D,) each
-        self.log_w += links.bernoulli_loglik(y, *_eta_cd(par, self.grid[None]))
+        raw = self.grid[None] + self.shift[:, None]
+        self.log_w += links.bernoulli_loglik(y, *_eta_cd(par, raw))
+
+    def update(self, loglik: np.ndarray) -> None:
+        self.log_w += loglik
 
     def moments(self, w: np.ndarray) -> tuple[float, float]:
         """Mixture mean and sd on the leaderboard scale."""
-        mean_d = w @ self.grid - self.shift
-        second_d = w @ self.grid**2 - 2 * self.shift * (w @ self.grid) + self.shift**2
-        mean = float(mean_d.mean())
-        return mean, float(np.sqrt(max(second_d.mean() - mean**2, 0.0)))
+        mean = float((w @ self.grid).mean())
+        second = float((w @ self.grid**2).mean())
+        return mean, float(np.sqrt(max(second - mean**2, 0.0)))
 
     def interval(self, w: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-        """Equal-tailed interval of the mixture (leaderboard scale), by weighted quantiles."""
-        values = (self.grid[None, :] - self.shift[:, None]).ravel()
-        order = np.argsort(values, kind="stable")
-        cdf = np.cumsum(w.ravel()[order]) / len(w)
+        """Equal-tailed interval of the mixture (leaderboard scale), on grid points."""
+        cdf = np.cumsum(w.mean(axis=0))
         tails = np.array([(1 - level) / 2, (1 + level) / 2])
-        index = np.minimum(np.searchsorted(cdf, tails), len(values) - 1)
-        lo, hi = values[order][index]
+        index = np.minimum(np.searchsorted(cdf, tails), len(self.grid) - 1)
+        lo, hi = self.grid[index]
         return float(lo), float(hi)
+
+
+class _Prompts:
+    """The oracle's arena answers, each prompt's log likelihood computed when it is asked.
+
+    Every (model, prompt) reward of the oracle is its own pseudo-model of one
+    :class:`~bayes_dualeval.measure.kernels.Layout`, built once, so asking a prompt
+    evaluates one row of it (one compiled program for every prompt of every model).
+    """
+
+    def __init__(self, bank: Bank, oracle: Responses):
+        self.bank = bank
+        n = len(oracle.arena_item)
+        empty = np.zeros(0, dtype=np.int64)
+        self.resp = dataclasses.replace(
+            oracle, models=np.arange(n).astype(str), static_model=empty, static_item=empty,
+            static_y=np.zeros(0), arena_model=np.arange(n),
+        )  # fmt: skip
+        self.lay = None
+        if n and bank.model.arena_term != "reward":
+            self.lay = kernels.layout(bank, self.resp, grid_posterior.arena_pairs(bank, self.resp))
+
+    def loglik(self, row: int, grid: np.ndarray) -> np.ndarray:
+        """The log likelihood (D, G) of reward ``row`` of the oracle on ``grid``."""
+        one = slice(row, row + 1)
+        resp = dataclasses.replace(
+            self.resp, models=self.resp.models[one], arena_model=np.zeros(1, dtype=np.int64),
+            arena_item=self.resp.arena_item[one], arena_z=self.resp.arena_z[one],
+        )  # fmt: skip
+        lay = None if self.lay is None else kernels.take_models(self.lay, [row])
+        rows = np.arange(self.bank.n_draws)
+        return grid_posterior.loglik(self.bank, resp, None, grid[None], rows, lay)[0]
 
 
 def _eta_cd(par: dict, theta):
@@ -110,37 +151,106 @@ def _eta_cd(par: dict, theta):
     return links.eta(theta, par["b"][..., None], col(par["a"])), col(par["c"]), col(par["d"])
 
 
-def _fisher(post: _Posterior, w: np.ndarray, pool: np.ndarray) -> np.ndarray:
-    """Information at each draw's posterior mean, averaged over draws: (C,)."""
-    par = post.bank.parameters(slice(None), pool)
-    theta_hat = (w @ post.grid)[:, None]  # (D, 1), raw scale
-    info = fisher_information(theta_hat, par["b"], par["a"], par["c"], par["d"])
-    return info.mean(axis=0)
+@dataclass
+class _Pool:
+    """The items a model can still be asked: bank index, arena flag and answer."""
+
+    item: np.ndarray
+    arena: np.ndarray
+    answer: np.ndarray  # the label (static) or the oracle's arena row (arena)
+
+    def __len__(self) -> int:
+        return len(self.item)
+
+    def pop(self, pick: int) -> tuple[int, bool, float]:
+        out = int(self.item[pick]), bool(self.arena[pick]), float(self.answer[pick])
+        keep = np.arange(len(self)) != pick
+        self.item, self.arena, self.answer = self.item[keep], self.arena[keep], self.answer[keep]
+        return out
 
 
-def _variance_reduction(post: _Posterior, w: np.ndarray, pool: np.ndarray) -> np.ndarray:
-    """Prior-to-expected-posterior drop of the mixture variance, per candidate: (C,)."""
-    rows = evenly_spaced(post.bank.n_draws, SELECT_DRAWS)
-    w, shift, grid = w[rows], post.shift[rows], post.grid
-    x = grid[None, :] - shift[:, None]  # (D', G) leaderboard values
-    n_d = len(rows)
-    _, var_now = _mixture_moments(w.sum(axis=1), w @ grid - shift, (w * x**2).sum(axis=1), n_d)
-    moments = np.stack([w, w * x, w * x**2], axis=2)  # (D', G, 3)
-    out = np.empty(len(pool))
-    step = max(1, CHUNK // max(n_d * len(grid), 1))
-    for start in range(0, len(pool), step):  # chunks of candidates, to bound memory
-        part = pool[start : start + step]
-        par = post.bank.parameters(rows, part)
-        eta, c, d = _eta_cd(par, grid[None, None, :])
-        p1 = links.probability(eta, c, d)  # (D', C, G)
-        expected = np.zeros(len(part))
-        for p_y in (p1, 1.0 - p1):
-            sums = p_y @ moments  # (D', C, 3): batched over draws
-            mass = sums[..., 0]
-            prob, var = _mixture_moments(mass, sums[..., 1] / mass, sums[..., 2] / mass, n_d)
-            expected += prob * var
-        out[start : start + step] = var_now - expected
-    return out
+def _pool(oracle: Responses, k: int) -> _Pool:
+    """Model ``k``'s answered items, static then arena, each item once (its first answer)."""
+    mine = oracle.static_model == k
+    s_item, first = np.unique(oracle.static_item[mine], return_index=True)
+    s_answer = oracle.static_y[mine][first]
+    rows = np.nonzero(oracle.arena_model == k)[0]
+    a_item, first = np.unique(oracle.arena_item[rows], return_index=True)
+    return _Pool(
+        item=np.r_[s_item, a_item].astype(np.int64),
+        arena=np.r_[np.zeros(len(s_item), bool), np.ones(len(a_item), bool)],
+        answer=np.r_[s_answer, rows[first]].astype(np.float64),
+    )
+
+
+class _Criteria:
+    """The selection rules' scores of the candidates in a pool."""
+
+    def __init__(self, bank: Bank):
+        self.bank = bank
+        self.rows = evenly_spaced(bank.n_draws, SELECT_DRAWS)
+        self.prompts = information.prompts(bank) if len(bank.dataset.arena_item) else None
+
+    def fisher(self, post: _Posterior, w: np.ndarray, pool: _Pool) -> np.ndarray:
+        """Information at each draw's posterior mean, averaged over draws: (C,)."""
+        out = np.empty(len(pool))
+        static = ~pool.arena
+        if static.any():
+            par = self.bank.parameters(slice(None), pool.item[static])
+            theta = post.raw(w)[:, None]  # (D, 1)
+            info = information.fisher_information(theta, par["b"], par["a"], par["c"], par["d"])
+            out[static] = info.mean(axis=0)
+        if pool.arena.any():
+            out[pool.arena] = self._arena(post.raw(w)[self.rows], pool.item[pool.arena])
+        return out
+
+    def _arena(self, theta: np.ndarray, items: np.ndarray) -> np.ndarray:
+        info = np.zeros(len(items))
+        step = max(1, CHUNK // max(len(self.rows) * self.prompts.mask.shape[1], 1))
+        for start in range(0, len(items), step):  # chunks of candidates, to bound memory
+            part = items[start : start + step]
+            value = information.arena_information(self.bank, self.prompts, theta, part, self.rows)
+            info[start : start + step] = value.mean(axis=0)
+        return info
+
+    def variance_reduction(self, post: _Posterior, w: np.ndarray, pool: _Pool) -> np.ndarray:
+        """Prior-to-expected-posterior drop of the mixture variance, per candidate: (C,).
+
+        Exact preposterior analysis for static questions; for an arena prompt, whose
+        answer is a reward rather than a label, the normal approximation
+        ``v - 1 / (1 / v + I)`` with ``I`` its information (:meth:`fisher`).
+        """
+        out = np.empty(len(pool))
+        static = ~pool.arena
+        if static.any():
+            out[static] = self._preposterior(post, w, pool.item[static])
+        if pool.arena.any():
+            var = post.moments(w)[1] ** 2
+            info = self._arena(post.raw(w)[self.rows], pool.item[pool.arena])
+            out[pool.arena] = var - 1.0 / (1.0 / max(var, 1e-12) + info)
+        return out
+
+    def _preposterior(self, post: _Posterior, w: np.ndarray, items: np.ndarray) -> np.ndarray:
+        rows, grid = self.rows, post.grid
+        w, shift_d = w[rows], post.shift[rows]
+        n_d = len(rows)
+        _, var_now = _mixture_moments(w.sum(axis=1), w @ grid, w @ grid**2, n_d)
+        moments = np.stack([w, w * grid, w * grid**2], axis=2)  # (D', G, 3)
+        out = np.empty(len(items))
+        raw = grid[None, None, :] + shift_d[:, None, None]
+        step = max(1, CHUNK // max(n_d * len(grid), 1))
+        for start in range(0, len(items), step):  # chunks of candidates, to bound memory
+            part = items[start : start + step]
+            eta, c, d = _eta_cd(self.bank.parameters(rows, part), raw)
+            p1 = links.probability(eta, c, d)  # (D', C, G)
+            expected = np.zeros(len(part))
+            for p_y in (p1, 1.0 - p1):
+                sums = p_y @ moments  # (D', C, 3): batched over draws
+                mass = sums[..., 0]
+                prob, var = _mixture_moments(mass, sums[..., 1] / mass, sums[..., 2] / mass, n_d)
+                expected += prob * var
+            out[start : start + step] = var_now - expected
+        return out
 
 
 def _mixture_moments(mass, mean_d, second_d, n_d):
@@ -172,27 +282,29 @@ def adaptive(
     exposure: int = 1,
     seed: int = 0,
 ) -> AdaptiveResult:
-    """Simulate an adaptive test of each oracle model on the bank's static questions.
+    """Simulate an adaptive test of each oracle model on the bank's questions and prompts.
 
     Parameters
     ----------
     bank : Bank
     oracle : Responses
-        New models' static labels on bank items: a model can be asked the questions it
-        answered, and its label is its answer. Arena rows are not used.
+        New models' static labels and arena rewards on bank items: a model can be asked
+        the questions and prompts it answered, and its label or reward is its answer.
     select : {"fisher", "kl", "random"}
-        Next question: ``fisher``, the largest Fisher information at the current
-        posterior mean (per bank draw, averaged over the draws); ``kl``, the largest
-        expected reduction of the posterior variance (preposterior analysis: the
-        mixture's variance now minus its expected variance after the answer, the answer
-        drawn from the posterior predictive), averaged over :data:`SELECT_DRAWS` evenly
-        spaced bank draws; ``random``, uniformly among the unasked questions.
+        Next item: ``fisher``, the largest Fisher information at the current posterior
+        mean (per bank draw, averaged over the draws; an arena prompt's is the expected
+        information of its pairs, :mod:`~bayes_dualeval.measure.information`); ``kl``,
+        the largest expected reduction of the posterior variance (preposterior analysis:
+        the mixture's variance now minus its expected variance after the answer, the
+        answer drawn from the posterior predictive; the normal approximation for arena
+        prompts), averaged over :data:`SELECT_DRAWS` evenly spaced bank draws;
+        ``random``, uniformly among the unasked items.
     target_se : float
         Stop when the posterior sd (leaderboard scale) falls below this.
     max_items : int
-        Stop after this many questions.
+        Stop after this many items.
     exposure : int
-        Randomesque exposure control: the next question is drawn uniformly among the
+        Randomesque exposure control: the next item is drawn uniformly among the
         ``exposure`` best by the criterion (1: always the best; no effect with
         ``random``).
     seed : int
@@ -210,27 +322,25 @@ def adaptive(
 
     Notes
     -----
-    This first version asks static questions only: an arena prompt speaks through the
-    model's pairs with the bank models on the same prompt (or its reward), not through one
-    label, so it does not fit a one-question-at-a-time update. The ``kl`` option is named
-    for the information-gain family; what it computes is the expected variance
-    reduction, which targets the stopping rule (posterior sd) directly. The stopping rule
-    is checked before every question, so a target above the prior sd asks nothing. The
-    interval's ends are grid points (a resolution of ``2 * HALF_WIDTH / (GRID - 1)``
-    prior sds). The ``kl`` criterion costs about ``SELECT_DRAWS * GRID`` operations per
-    candidate and question, ``fisher`` about ``D``.
+    An arena prompt counts as one item, whatever the number of bank models it is compared
+    with. The ``kl`` option is named for the information-gain family; what it computes is
+    the expected variance reduction, which targets the stopping rule (posterior sd)
+    directly. The stopping rule is checked before every item, so a target above the prior
+    sd asks nothing. The interval's ends are grid points (a resolution of ``2 *
+    HALF_WIDTH / (GRID - 1)`` prior sds). The ``kl`` criterion costs about ``SELECT_DRAWS *
+    GRID`` operations per static candidate and item asked, ``fisher`` about ``D``; an
+    arena candidate about ``SELECT_DRAWS`` times its bank models.
     """
     _check(select, target_se, max_items, exposure)
     rng = np.random.default_rng(seed)
     scale = bank.model.config.theta_scale
     grid = np.linspace(-HALF_WIDTH * scale, HALF_WIDTH * scale, GRID)
     ids = bank.items["item"].to_numpy(dtype=str)
-    kinds = bank.items["kind"].to_numpy(dtype=str)
+    criteria = _Criteria(bank) if select != "random" else None
+    prompts = _Prompts(bank, oracle)
     summary, trace = [], []
     for k, name in enumerate(oracle.models):  # one model at a time
-        mine = oracle.static_model == k
-        pool, first = np.unique(oracle.static_item[mine], return_index=True)
-        answers = oracle.static_y[mine][first]
+        pool = _pool(oracle, k)
         post = _Posterior(bank, grid)
         w = post.weights()
         steps = 0
@@ -246,29 +356,31 @@ def adaptive(
                 stopped = None
             if stopped:
                 break
-            pick = _choose(select, post, w, pool, exposure, rng)
-            item, y = int(pool[pick]), float(answers[pick])
-            pool, answers = np.delete(pool, pick), np.delete(answers, pick)
-            post.update(item, y)
+            item, arena, answer = pool.pop(_choose(select, criteria, post, w, pool, exposure, rng))
+            if arena:
+                row = int(answer)
+                post.update(prompts.loglik(row, grid))
+                answer = float(oracle.arena_z[row])
+            else:
+                post.update_static(item, answer)
             w = post.weights()
             steps += 1
             mean, sd = post.moments(w)
-            trace.append((name, steps, ids[item], kinds[item], y, mean, sd))
+            trace.append((name, steps, ids[item], "arena" if arena else "static", answer,
+                          mean, sd))  # fmt: skip
         lo, hi = post.interval(w)
         summary.append((name, steps, mean, sd, lo, hi, stopped))
     return AdaptiveResult(
-        summary=pd.DataFrame(
-            summary,
-            columns=list(SUMMARY_COLUMNS),
-        ),
+        summary=pd.DataFrame(summary, columns=list(SUMMARY_COLUMNS)),
         trace=pd.DataFrame(trace, columns=list(TRACE_COLUMNS)),
     )
 
 
-def _choose(select, post, w, pool, exposure, rng) -> int:
-    """Position in ``pool`` of the next question."""
+def _choose(select, criteria, post, w, pool, exposure, rng) -> int:
+    """Position in ``pool`` of the next item."""
     if select == "random":
         return int(rng.integers(len(pool)))
-    score = _fisher(post, w, pool) if select == "fisher" else _variance_reduction(post, w, pool)
+    rule = criteria.fisher if select == "fisher" else criteria.variance_reduction
+    score = rule(post, w, pool)
     best = np.argsort(-score, kind="stable")[: min(exposure, len(pool))]
     return int(rng.choice(best))

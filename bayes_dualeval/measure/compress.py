@@ -29,33 +29,13 @@ import pandas as pd
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.measure import anchors
 from bayes_dualeval.measure.bank import Bank
-from bayes_dualeval.model import links
+from bayes_dualeval.measure.information import fisher_information
 
 #: Largest number of floats in one chunk of (draws x models x items).
 CHUNK = 4_000_000
 
 #: Columns of the table :func:`compress` returns.
 COLUMNS = ("item", "source", "kind", "b_mean", "a_mean", "information", "weight")
-
-
-def fisher_information(theta, b, a=None, c=None, d=None):
-    """Fisher information of one Bernoulli label about ``theta``, elementwise.
-
-    Parameters
-    ----------
-    theta, b : array_like
-        Ability and difficulty (broadcast together).
-    a, c, d : array_like, optional
-        Discrimination, floor and ceiling; 1, 0 and 1 when None.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``a^2 p'^2 / (p (1 - p))`` with ``p'`` the derivative in ``eta``.
-    """
-    eta = links.eta(theta, b, a)
-    _, info_eta = links.bernoulli_score(0.0, eta, c, d)
-    return info_eta if a is None else a * a * info_eta
 
 
 def item_information(bank: Bank, items=None) -> np.ndarray:

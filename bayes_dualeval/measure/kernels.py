@@ -27,6 +27,7 @@ Equal to the term-by-term sums up to float32 rounding (``tests/test_score.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -157,6 +158,22 @@ def layout(bank, resp, pairs) -> Layout:
     )
 
 
+#: The :class:`Layout` fields with one row per new model.
+ROW_FIELDS = (
+    "static_item", "static_y", "static_mask", "cell_item", "cell_linear", "cell_both_bad",
+    "pair_item", "pair_other", "pair_weight", "pair_linear",
+)  # fmt: skip
+
+
+def take_models(lay: Layout, index) -> Layout:
+    """The rows ``index`` of ``lay``: the same layout for those new models only.
+
+    The widths (and so the compiled program) stay those of ``lay``.
+    """
+    index = jnp.asarray(np.asarray(index, dtype=np.int32))
+    return dataclasses.replace(lay, **{name: getattr(lay, name)[index] for name in ROW_FIELDS})
+
+
 def _at(values: np.ndarray, index: np.ndarray, fill):
     """``values[index]``, or ``fill`` everywhere when ``values`` is empty."""
     return values[index] if len(values) else np.full(index.shape, fill)
@@ -259,12 +276,9 @@ def _bt(lay, draws, theta, rows):
 
 jax.tree_util.register_dataclass(
     Layout,
-    data_fields=[
-        "static_item", "static_y", "static_mask", "cell_item", "cell_linear", "cell_both_bad",
-        "pair_item", "pair_other", "pair_weight", "pair_linear", "draws",
-    ],
+    data_fields=[*ROW_FIELDS, "draws"],
     meta_fields=["has_static", "has_pairs", "bt"],
-)  # fmt: skip
+)
 
 
 def mean_success(lay: Layout, grids: np.ndarray, rows: np.ndarray) -> np.ndarray:

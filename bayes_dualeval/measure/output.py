@@ -168,7 +168,7 @@ def write_adaptive(result, baseline, out: str | Path, *, select: str) -> Path:
 
 
 def sd_by_items(runs: dict):
-    """Mean posterior sd against the number of questions asked, one line per rule."""
+    """Mean posterior sd against the number of items asked, one line per rule."""
     fig = figure(6.0, 3.6)
     ax = fig.add_subplot()
     for name, res in runs.items():
@@ -178,7 +178,7 @@ def sd_by_items(runs: dict):
         # a model that stopped keeps its last sd, so every step averages every model
         wide = trace.pivot(index="step", columns="model", values="theta_sd").ffill()
         ax.plot(wide.index, wide.mean(axis=1), lw=1.8, label=name)
-    ax.set_xlabel("questions asked")
+    ax.set_xlabel("items asked (questions and prompts)")
     ax.set_ylabel("posterior sd of \u03b8 (mean over models)")
     ax.legend(frameon=False)
     tidy(ax)
