@@ -22,6 +22,9 @@ rules of `compress` and `adaptive` were fixed):
 * ``sim``: 30 bank + 30 held-out simulated models, 1,000 questions in 3 benchmarks (2PL);
 * ``chembench``: ChemBench (22 models x 2,854 questions), 16 bank models, 6 held out;
 * ``helm``: HELM AIR-Bench static (65 models x 433 questions), 50 bank, 15 held out;
+* ``sim-varied``: as ``sim`` with discriminations as varied as HELM's (sd of log a 0.7, the
+  simulator's default 0.3; HELM's bank has 0.79): a pool where the best question is much
+  better than a random one;
 * ``sim-joint``: 30 bank + 30 held-out simulated models, 300 questions and 100 arena
   prompts (adaptive tests draw from one pool of both);
 * ``mtbench``: MT-Bench grades as arena rewards (34 models x 160 prompts), 24 bank, 10
@@ -51,8 +54,10 @@ def _split(case: str, seed: int, root: Path):
     truth = None
     rng = np.random.default_rng(seed)
     empty = pd.DataFrame(columns=["model_label", "item_id", "reward"])
-    if case == "sim":
-        static, arena, truth = simulate(n_models=60, n_static=1000, n_arena=0, seed=seed)
+    if case in ("sim", "sim-varied"):
+        spread = {"sim": {}, "sim-varied": {"log_a_sd": 0.7}}[case]
+        static, arena, truth = simulate(n_models=60, n_static=1000, n_arena=0, seed=seed,
+                                        **spread)  # fmt: skip
         n_new = 30
     elif case == "sim-joint":
         static, arena, truth = simulate(n_models=60, n_static=300, n_arena=100, seed=seed)
@@ -153,7 +158,8 @@ def _short_forms(bank, root, k, seed, n_random, measure) -> dict:
     return out
 
 
-def run_case(case: str, seed: int, draws: int, share: float, n_random: int, target: float):
+def run_case(case: str, seed: int, draws: int, share: float, n_random: int, target: float,
+             selects=("fisher", "random")):  # fmt: skip
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.measure.adaptive import adaptive
     from bayes_dualeval.measure.bank import Bank, responses
@@ -196,7 +202,7 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
         out.update(_short_forms(bank, root, k, seed, n_random, measure))
     oracle = responses(root / "new_data", bank)
     runs = {}
-    for select in ("fisher", "random"):
+    for select in selects:
         start = time.perf_counter()
         res = adaptive(bank, oracle, select=select, target_se=target, max_items=n_items,
                        seed=seed)  # fmt: skip
@@ -207,9 +213,10 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
         arena = float((res.trace["kind"] == "arena").mean())
         out[f"adaptive_{select}_arena_share"] = round(arena, 3)
     out["target_se"] = target
-    out["fisher_over_random"] = round(
-        out["adaptive_fisher_items_mean"] / out["adaptive_random_items_mean"], 3
-    )
+    for select in selects[:1] + selects[2:]:
+        out[f"{select}_over_random"] = round(
+            out[f"adaptive_{select}_items_mean"] / out["adaptive_random_items_mean"], 3
+        )
     fish = runs["fisher"]
     if truth is not None:
         goal = centred_truth(truth, bank_models, new_models, fish.index)
@@ -223,19 +230,22 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cases = ["sim", "sim-joint", "mtbench", "chembench", "helm"]
+    cases = ["sim", "sim-varied", "sim-joint", "mtbench", "chembench", "helm"]
     parser.add_argument("--case", default="sim", choices=cases)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--draws", type=int, default=500, help="NUTS warm-up and draws")
     parser.add_argument("--share", type=float, default=0.1, help="short form's share")
     parser.add_argument("--random", type=int, default=10, help="random subsets to compare")
     parser.add_argument("--target-se", type=float, default=0.3)
+    parser.add_argument("--kl", action="store_true", help="also run the kl criterion")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     from bayes_dualeval.inference.device import configure
 
     configure("cpu", 4)
-    result = run_case(args.case, args.seed, args.draws, args.share, args.random, args.target_se)
+    selects = ("fisher", "random") + (("kl",) if args.kl else ())
+    result = run_case(args.case, args.seed, args.draws, args.share, args.random,
+                      args.target_se, selects)  # fmt: skip
     finish(result, args.out)
 
 
