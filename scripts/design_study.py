@@ -217,6 +217,12 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
         out[f"{select}_over_random"] = round(
             out[f"adaptive_{select}_items_mean"] / out["adaptive_random_items_mean"], 3
         )
+        # a model that never reaches the target asks its whole pool under every rule, which
+        # pulls the ratio towards 1: the same ratio over the models both rules brought there
+        both = (runs[select]["stopped_by"] == "se") & (runs["random"]["stopped_by"] == "se")
+        mine, theirs = runs[select].loc[both, "n_items"], runs["random"].loc[both, "n_items"]
+        out[f"{select}_over_random_reached"] = round(mine.mean() / theirs.mean(), 3)
+        out[f"reached_by_{select}_and_random"] = int(both.sum())
     fish = runs["fisher"]
     if truth is not None:
         goal = centred_truth(truth, bank_models, new_models, fish.index)
