@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--case", default="joint", choices=sorted(CASES))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--draws", type=int, default=500, help="NUTS warm-up and draws")
+    parser.add_argument("--keep", type=Path, help="keep the bank and the data in this folder")
     args = parser.parse_args()
 
     from bayes_dualeval.inference.device import configure
@@ -47,7 +48,8 @@ def main() -> None:
     from bayes_dualeval.runs.fit import write_run
 
     n_bank, n_new, n_static, n_arena = CASES[args.case]
-    root = Path(tempfile.mkdtemp(prefix="score-time-"))
+    root = args.keep or Path(tempfile.mkdtemp(prefix="score-time-"))
+    root.mkdir(parents=True, exist_ok=True)
     static, arena, _ = simulate(
         n_models=n_bank + n_new, n_static=n_static, n_arena=n_arena, seed=args.seed
     )
@@ -81,7 +83,8 @@ def main() -> None:
             f"{args.case}: score process {label} {seconds:.1f} s, bank fit {fit_seconds:.1f} s, "
             f"ratio {seconds / fit_seconds:.3f}"
         )
-    shutil.rmtree(root, ignore_errors=True)
+    if args.keep is None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
