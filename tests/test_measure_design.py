@@ -339,7 +339,8 @@ def arena_oracle(world):
     )  # fmt: skip
     new = arena[arena["model_label"].isin(oracle.models)]
     old = arena[~arena["model_label"].isin(oracle.models)]["reward"]
-    ids = pd.Index(bank.items["item"]).get_indexer([item_ids.arena_id("arena", q) for q in new["item_id"]])
+    names = [item_ids.arena_id("arena", q) for q in new["item_id"]]
+    ids = pd.Index(bank.items["item"]).get_indexer(names)
     assert (ids >= 0).all()
     return dataclasses.replace(
         oracle,
