@@ -13,9 +13,10 @@ over the bank's posterior, not taken at point estimates:
 with :math:`p = c + (d - c)\,\sigma(a(\theta - b))` the run's link
 (:func:`bayes_dualeval.model.links.bernoulli_score` gives the information in
 :math:`\eta`; times :math:`a^2` it is the information in :math:`\theta`). Under 1PL and
-2PL this is :math:`a^2 p (1 - p)`. An arena prompt has no answer to guess, so its
-information is the 2PL one, :math:`a^2 p (1 - p)` without asymptotes: a proxy, since a
-prompt speaks through pairs or rewards rather than one Bernoulli label.
+2PL this is :math:`a^2 p (1 - p)`. An arena prompt speaks through its pairs with the
+other models on it (or its reward), so its :math:`I_q` is the expected information of
+those terms (:func:`bayes_dualeval.measure.information.arena_information`, the one the
+adaptive tests use), averaged the same way over :data:`ARENA_DRAWS` evenly spaced draws.
 
 :func:`compress` shares the requested number of items among the sources and, within a
 source, stratifies by difficulty (see its notes).
@@ -27,12 +28,16 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.measure import anchors
+from bayes_dualeval.core.thinning import evenly_spaced
+from bayes_dualeval.measure import anchors, information
 from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.measure.information import fisher_information
 
 #: Largest number of floats in one chunk of (draws x models x items).
 CHUNK = 4_000_000
+
+#: Bank draws an arena prompt's information is averaged over (evenly spaced).
+ARENA_DRAWS = 100
 
 #: Columns of the table :func:`compress` returns.
 COLUMNS = ("item", "source", "kind", "b_mean", "a_mean", "information", "weight")
@@ -50,24 +55,32 @@ def item_information(bank: Bank, items=None) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (len(items),)
-        :math:`\bar I_q` of the module's formula. Arena prompts use the 2PL information
-        (their floor and ceiling are 0 and 1).
+        :math:`\bar I_q` of the module's formula.
     """
     items = np.arange(len(bank.items)) if items is None else np.asarray(items, dtype=int)
     arena = (bank.items["kind"].to_numpy(dtype=str) == "arena")[items]
     theta = bank.draws["theta"]
     n_draws, n_models = theta.shape
     total = np.zeros(len(items))
-    step = max(1, CHUNK // max(n_models * len(items), 1))
-    for start in range(0, n_draws, step):  # chunks of draws, to bound memory
+    static = items[~arena]
+    step = max(1, CHUNK // max(n_models * len(static), 1))
+    for start in range(0, n_draws if len(static) else 0, step):  # chunks of draws
         rows = np.arange(start, min(start + step, n_draws))
-        par = bank.parameters(rows, items)
-        c = None if par["c"] is None else np.where(arena, 0.0, par["c"])[:, None, :]
-        d = None if par["d"] is None else np.where(arena, 1.0, par["d"])[:, None, :]
-        a = None if par["a"] is None else par["a"][:, None, :]
-        info = fisher_information(theta[rows][:, :, None], par["b"][:, None, :], a, c, d)
-        total += info.sum(axis=(0, 1))
-    return total / (n_draws * n_models)
+        par = bank.parameters(rows, static)
+        col = lambda x: None if x is None else x[:, None, :]  # noqa: E731
+        info = fisher_information(theta[rows][:, :, None], par["b"][:, None, :],
+                                  col(par["a"]), col(par["c"]), col(par["d"]))  # fmt: skip
+        total[~arena] += info.sum(axis=(0, 1)) / (n_draws * n_models)
+    if arena.any():
+        rows = evenly_spaced(n_draws, ARENA_DRAWS)
+        table = information.prompts(bank)
+        prompts = items[arena]
+        info = sum(
+            information.arena_information(bank, table, theta[rows, m], prompts, rows).mean(0)
+            for m in range(n_models)
+        )
+        total[arena] = info / n_models
+    return total
 
 
 def _allocate(counts: np.ndarray, n_items: int) -> np.ndarray:
