@@ -15,6 +15,7 @@ import pytest
 
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.measure import anchors, grid, information
 from bayes_dualeval.measure.adaptive import adaptive
@@ -460,3 +461,21 @@ def test_person_fit_is_calibrated_and_flags_a_shifted_harness(world):
     false_alarm, power = (fit_p[:n] < 0.05).mean(), (fit_p[n:] < 0.05).mean()
     assert 0.02 <= false_alarm <= 0.10
     assert power >= 0.9
+
+
+def test_compress_weighs_prompts_by_their_pair_information(world):
+    bank = world[0]
+    arena = (bank.items["kind"] == "arena").to_numpy()
+    sharp = dataclasses.replace(bank, draws={**bank.draws, "gamma": np.full(N_DRAWS, 8.0)})
+    low, high = item_information(bank), item_information(sharp)
+    # gamma scales what a prompt's comparisons say; a question's information is unchanged
+    np.testing.assert_allclose(low[~arena], high[~arena])
+    assert (high[arena] > 5 * low[arena]).all()
+    # the same information as the adaptive tests' (at each bank model's ability)
+    rows = evenly_spaced(bank.n_draws, 100)
+    q = np.nonzero(arena)[0][:3]
+    table = information.prompts(bank)
+    theta = bank.draws["theta"]
+    expect = np.mean([information.arena_information(bank, table, theta[rows, m], q, rows)
+                      .mean(0) for m in range(theta.shape[1])], axis=0)  # fmt: skip
+    np.testing.assert_allclose(low[q], expect, rtol=1e-10)
