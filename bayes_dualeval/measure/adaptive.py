@@ -80,6 +80,7 @@ class _Posterior:
     def __init__(self, bank: Bank, grid: np.ndarray):
         self.bank, self.grid = bank, grid
         self.shift = shift(bank)  # (D,) the leaderboard's zero in each draw
+        self.raw_grid = grid[None] + self.shift[:, None]  # (D, G) raw abilities
         self.log_w = grid_posterior.log_prior(bank, grid[None], slice(None))[0]  # (D, G)
 
     def weights(self) -> np.ndarray:
@@ -92,8 +93,7 @@ class _Posterior:
 
     def update_static(self, item: int, y: float) -> None:
         par = self.bank.parameters(slice(None), item)  # (D,) each
-        raw = self.grid[None] + self.shift[:, None]
-        self.log_w += links.bernoulli_loglik(y, *_eta_cd(par, raw))
+        self.log_w += links.bernoulli_loglik(y, *_eta_cd(par, self.raw_grid))
 
     def update(self, loglik: np.ndarray) -> None:
         self.log_w += loglik
@@ -129,9 +129,9 @@ class _Prompts:
             oracle, models=np.arange(n).astype(str), static_model=empty, static_item=empty,
             static_y=np.zeros(0), arena_model=np.arange(n),
         )  # fmt: skip
-        self.lay = None
-        if n and bank.model.arena_term != "reward":
-            self.lay = kernels.layout(bank, self.resp, grid_posterior.arena_pairs(bank, self.resp))
+        # under the reward likelihood the layout holds no pairs: grid.loglik adds the rewards
+        pairs = grid_posterior.arena_pairs(bank, self.resp)
+        self.lay = kernels.layout(bank, self.resp, pairs) if n else None
 
     def loglik(self, row: int, grid: np.ndarray) -> np.ndarray:
         """The log likelihood (D, G) of reward ``row`` of the oracle on ``grid``."""
@@ -140,7 +140,7 @@ class _Prompts:
             self.resp, models=self.resp.models[one], arena_model=np.zeros(1, dtype=np.int64),
             arena_item=self.resp.arena_item[one], arena_z=self.resp.arena_z[one],
         )  # fmt: skip
-        lay = None if self.lay is None else kernels.take_models(self.lay, [row])
+        lay = kernels.take_models(self.lay, [row])
         rows = np.arange(self.bank.n_draws)
         return grid_posterior.loglik(self.bank, resp, None, grid[None], rows, lay)[0]
 
