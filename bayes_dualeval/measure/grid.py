@@ -87,6 +87,17 @@ class ArenaPairs:
         return len(self.model)
 
 
+def pair_kinds(bank: Bank, z, z_other) -> tuple[np.ndarray, np.ndarray]:
+    """Which pairs of normalised rewards the fit keeps, and which of those are both-bad.
+
+    A pair is a tie (not kept) when ``|z - z_other|`` is at or below the bank's tie
+    threshold, and both-bad when its larger reward is at or below the bank's both-bad
+    threshold; elementwise over broadcast ``z`` and ``z_other``.
+    """
+    kept = np.abs(z - z_other) > bank.tie_threshold
+    return kept, np.maximum(z, z_other) <= bank.bb_threshold
+
+
 def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
     """Pair each new arena reward with the bank models' rewards on the same prompt.
 
@@ -101,8 +112,7 @@ def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
     row = both["row"].to_numpy()
     z, z_other = resp.arena_z[row], both["z_other"].to_numpy(dtype=np.float64)
     dz = z - z_other
-    keep = np.abs(dz) > bank.tie_threshold
-    both_bad = np.maximum(z, z_other) <= bank.bb_threshold
+    keep, both_bad = pair_kinds(bank, z, z_other)
     if bank.model.arena_term == "bt":
         keep &= ~both_bad
     item = both["item"].to_numpy()

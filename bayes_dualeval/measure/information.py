@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bayes_dualeval.measure.grid import pair_kinds
 from bayes_dualeval.measure.kernels import padded_rows
 from bayes_dualeval.model import links
 from bayes_dualeval.model.inputs import contrast_weight
@@ -94,8 +95,7 @@ def prompts(bank) -> Prompts:
         other, z = np.zeros_like(index), np.zeros(index.shape)
     # every pair of the prompt's bank models once: (Q, M, M) upper triangle
     both = (mask[:, :, None] * mask[:, None, :]) * np.triu(np.ones(mask.shape[1:] * 2), 1)
-    kept = np.abs(z[:, :, None] - z[:, None, :]) > bank.tie_threshold
-    bad = np.maximum(z[:, :, None], z[:, None, :]) <= bank.bb_threshold
+    kept, bad = pair_kinds(bank, z[:, :, None], z[:, None, :])
     n_pairs = np.maximum(both.sum(axis=(1, 2)), 1.0)
     bt = bank.model.arena_term == "bt"
     decisive = (both * (kept & ~bad)).sum(axis=(1, 2)) / n_pairs
