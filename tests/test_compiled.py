@@ -205,6 +205,43 @@ def test_vectorised_chains_on_a_cpu_warn_how_to_run_them_in_parallel():
     assert mcmc.chain_method == "vectorized"
     import warnings
 
+    from bayes_dualeval.inference.nuts import data_as_argument
+
     with warnings.catch_warnings():
         warnings.simplefilter("error", PerformanceWarning)
-        assert make_mcmc(inputs, config, SamplerSettings(chains=n_dev)).chain_method == "parallel"
+        parallel = make_mcmc(inputs, config, SamplerSettings(chains=n_dev))
+        assert parallel.chain_method is data_as_argument
+
+
+def test_parallel_chains_compile_once_for_data_of_the_same_shapes():
+    """The data are arguments of the compiled sampler, not constants of it: a second data
+    set of the same shapes (here: same design, other seed) reads every program from the
+    persistent compilation cache, and its draws are its own. NumPyro's own parallel
+    method compiles the data into the program, so such a fit compiled everything again."""
+    import warnings
+
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.inference.nuts import run_nuts
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.simulate import simulate
+
+    config = load_spec("dualeval-2pl")
+    runs = []
+    for seed in (1, 2):  # 6 models, 13 questions, 7 prompts: shapes no other test uses
+        static, arena, _ = simulate(6, 13, 7, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = Dataset.from_frames(static=static, arena=arena)
+        inputs, _ = build_inputs(ds, config, centred="auto")  # anchored prompts: level start
+        assert inputs.n_anchored > 0
+        settings = SamplerSettings(chains=2, warmup=20, draws=10, seed=0, extend=0)
+        runs.append((inputs, run_nuts(inputs, config, settings)))
+    (first_in, first), (second_in, second) = runs
+    assert first_in.pair_i.shape == second_in.pair_i.shape  # the premise: same shapes
+    assert first.info["chain_method"] == "parallel"
+    assert first.timings["cache_misses"] > 0, first.timings  # compiled (cold, or written)
+    assert second.timings["cache_misses"] == 0, second.timings
+    assert second.timings["compile_cache"] in ("hit", "off"), second.timings
+    assert not np.allclose(first.samples["theta"], second.samples["theta"])

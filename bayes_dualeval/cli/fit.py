@@ -177,8 +177,8 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
         click.echo(to_flags(line) if line.startswith("NOT CONVERGED") else line)
     t = result.diagnostics["timings"]
     click.echo(
-        f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s, "
-        f"sampling {t.get('sampling', 0):.1f}s"
+        f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s"
+        f"{_cache_words(t.get('compile_cache'))}, sampling {t.get('sampling', 0):.1f}s"
     )
     click.echo(f"wrote {run_dir}")
     conv = result.convergence
@@ -194,6 +194,11 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="red",
         )
+
+
+def _cache_words(verdict: str | None) -> str:
+    """`` (cache hit)`` and the like after the compile time; nothing when the cache was off."""
+    return "" if verdict in (None, "off") else f" (cache {verdict})"
 
 
 def _import_in_background(names: list[str]) -> None:

@@ -40,30 +40,62 @@ class Draws:
 
 
 class _CompileClock:
-    """Accumulates JAX compile-time events while active."""
+    """Accumulates JAX compile-time events, and persistent-cache hits and misses, while active."""
 
     _EVENTS = (
         "/jax/core/compile/jaxpr_to_mlir_module_duration",
         "/jax/core/compile/backend_compile_duration",
     )
+    _HIT, _MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 
     def __init__(self):
         self.seconds = 0.0
         self.active = False
+        self.hits = self.misses = 0
 
     def __call__(self, event, duration, **kwargs):
         if self.active and event in self._EVENTS:
             self.seconds += duration
 
+    def count(self, event, **kwargs):
+        """Count the persistent compilation cache's answers (an event listener)."""
+        if self.active:
+            self.hits += event == self._HIT
+            self.misses += event == self._MISS
+
+    def reset(self):
+        self.seconds, self.hits, self.misses = 0.0, 0, 0
+
 
 _CLOCK = _CompileClock()
 jax.monitoring.register_event_duration_secs_listener(_CLOCK)
+jax.monitoring.register_event_listener(_CLOCK.count)
+
+
+def cache_verdict(hits: int, misses: int) -> str:
+    """What JAX's persistent compilation cache did for a block of work.
+
+    ``"hit"``: every program compiled was read from the cache; ``"cold"``: none was;
+    ``"partial"``: some were; ``"off"``: the cache was not asked (disabled, or nothing was
+    compiled).
+    """
+    if hits and misses:
+        return "partial"
+    if hits:
+        return "hit"
+    return "cold" if misses else "off"
 
 
 @contextlib.contextmanager
 def timed(timings: dict):
-    """Record ``compile``, ``sampling`` and ``total`` seconds of the block into ``timings``."""
-    _CLOCK.seconds, _CLOCK.active = 0.0, True
+    """Record ``compile``, ``sampling`` and ``total`` seconds of the block into ``timings``.
+
+    Also ``compile_cache``: :func:`cache_verdict` of the persistent compilation cache over
+    the block, with ``cache_hits`` and ``cache_misses`` (programs read from it, and
+    programs compiled and written to it).
+    """
+    _CLOCK.reset()
+    _CLOCK.active = True
     start = time.perf_counter()
     try:
         yield
@@ -73,6 +105,8 @@ def timed(timings: dict):
         timings["compile"] = round(_CLOCK.seconds, 3)
         timings["sampling"] = round(max(total - _CLOCK.seconds, 0.0), 3)
         timings["total"] = round(total, 3)
+        timings["compile_cache"] = cache_verdict(_CLOCK.hits, _CLOCK.misses)
+        timings["cache_hits"], timings["cache_misses"] = _CLOCK.hits, _CLOCK.misses
 
 
 def to_numpy(tree: dict) -> dict:

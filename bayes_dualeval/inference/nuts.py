@@ -71,7 +71,13 @@ class CompiledInitNUTS(NUTS):
     """
 
     def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):  # noqa: B006
-        """``NUTS.init``, compiled as one program when called outside a transformation."""
+        """``NUTS.init``, compiled as one program when called outside a transformation.
+
+        The start (:func:`~bayes_dualeval.inference.start.init_strategy`) is derived from
+        the inputs given here, traced or not, so that it is not a constant of the program.
+        """
+        inputs, config = model_args
+        self._init_strategy = init_strategy(config, inputs)
         if isinstance(rng_key, jax.core.Tracer):
             return super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
         parent = super()
@@ -118,6 +124,8 @@ def make_mcmc(
     )
     n_dev = jax.local_device_count()
     method = "parallel" if settings.chains <= n_dev or settings.chains == 1 else "vectorized"
+    if method == "parallel" and settings.chains > 1:
+        method = data_as_argument
     if method == "vectorized" and jax.default_backend() == "cpu":
         warnings.warn(
             f"{settings.chains} chains share {n_dev} CPU device(s) and run vectorised, "
@@ -134,7 +142,42 @@ def make_mcmc(
         num_chains=settings.chains,
         chain_method=method,
         progress_bar=settings.progress,
+        jit_model_args=True,
     )
+
+
+def data_as_argument(chain_fn):
+    """Chains in parallel over devices (``pmap``), the data an argument of the program.
+
+    NumPyro's own ``"parallel"`` method maps a closure over the model's arguments, so the
+    data become constants of the compiled program: every new data set, even of the same
+    shape, is a new program, and the persistent compilation cache never hits. Here the
+    model's inputs are passed to the mapped function (broadcast to every chain, with
+    ``jit_model_args`` threading them through the sampling loop), so the program depends
+    only on the shapes, the model configuration and the schedule.
+
+    Parameters
+    ----------
+    chain_fn : functools.partial
+        NumPyro's one-chain function, ``MCMC._single_chain_mcmc`` with its keywords bound
+        (``args``, ``kwargs`` and the fields to collect).
+
+    Returns
+    -------
+    callable
+        Maps ``(rng_key, init_state, init_params)`` with a leading chain axis to the
+        chains' output, as ``jax.pmap(chain_fn)`` does.
+    """
+    bound = dict(chain_fn.keywords)
+    (inputs, config), kwargs = bound.pop("args"), bound.pop("kwargs")
+
+    def one_chain(map_args, inputs, kwargs):
+        return chain_fn.func(map_args, args=(inputs, config), kwargs=kwargs, **bound)
+
+    def mapped(map_args):
+        return jax.pmap(one_chain, in_axes=(0, None, None))(map_args, inputs, kwargs)
+
+    return mapped
 
 
 def run_nuts(
@@ -362,4 +405,5 @@ def _joined(parts: list, mcmc: MCMC) -> Draws:
         "lp": -extra["potential_energy"],
         "step_size": np.broadcast_to(np.reshape(step_size, (-1, 1)), n_steps.shape).copy(),
     }
-    return Draws(samples=samples, stats=stats, info={"chain_method": mcmc.chain_method})
+    method = mcmc.chain_method if isinstance(mcmc.chain_method, str) else "parallel"
+    return Draws(samples=samples, stats=stats, info={"chain_method": method})

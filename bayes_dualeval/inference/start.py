@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
+import jax
+import jax.numpy as jnp
 from numpyro.distributions import constraints
 from numpyro.infer import init_to_median, init_to_uniform
 
@@ -33,25 +34,24 @@ RADIUS = 0.5
 LEVEL_MARGIN = 0.15
 
 
-def level_start(inputs: ModelInputs) -> tuple[float, np.ndarray]:
+def level_start(inputs: ModelInputs) -> tuple[jax.Array, jax.Array]:
     """Starting ``gamma`` and ``level_c`` (one per arena source) for the level term.
 
     Each source's prompt means ``zbar_q`` span ``[lo_s, hi_s]``; its intercept starts at
     ``lo_s - m (hi_s - lo_s)`` and ``gamma`` at the largest ``(1 + 2 m) (hi_s - lo_s)``
     (``m`` = :data:`LEVEL_MARGIN`), so every prompt's target ``pbar_q`` lies within
-    ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]`` at the start.
+    ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]`` at the start. Written in JAX, so that the
+    start is a function of the inputs inside a compiled program (their values are not
+    constants of it; :func:`bayes_dualeval.inference.nuts.data_as_argument`).
     """
-    used = np.asarray(inputs.prompt_n) > 0
-    group = np.asarray(inputs.level_group)[used]
-    zbar = np.asarray(inputs.prompt_zbar, np.float64)[used]
+    used = inputs.prompt_n > 0
+    zbar = inputs.prompt_zbar
     k = inputs.n_level_groups
-    lo = np.full(k, np.inf)
-    hi = np.full(k, -np.inf)
-    np.minimum.at(lo, group, zbar)
-    np.maximum.at(hi, group, zbar)
-    span = np.maximum(hi - lo, 0.5)
-    gamma = float(np.max((1.0 + 2.0 * LEVEL_MARGIN) * span))
-    return gamma, (lo - LEVEL_MARGIN * span).astype(np.float32)
+    lo = jax.ops.segment_min(jnp.where(used, zbar, jnp.inf), inputs.level_group, k)
+    hi = jax.ops.segment_max(jnp.where(used, zbar, -jnp.inf), inputs.level_group, k)
+    span = jnp.maximum(hi - lo, 0.5)
+    gamma = jnp.max((1.0 + 2.0 * LEVEL_MARGIN) * span)
+    return gamma, (lo - LEVEL_MARGIN * span).astype(jnp.float32)
 
 
 def init_strategy(config: ModelConfig, inputs: ModelInputs | None = None):
@@ -80,7 +80,8 @@ def _site_start(site=None, values=None, bounded=False, radius=RADIUS):
         return partial(_site_start, values=values, bounded=bounded, radius=radius)
     if site["type"] == "sample" and not site["is_observed"]:
         if site["name"] in values:
-            return np.broadcast_to(values[site["name"]], site["fn"].shape()).astype(np.float32)
+            value = jnp.asarray(values[site["name"]], jnp.float32)
+            return jnp.broadcast_to(value, site["fn"].shape())
         if bounded and site["fn"].support is constraints.unit_interval:
             return init_to_median(site)
     return init_to_uniform(site, radius=radius)

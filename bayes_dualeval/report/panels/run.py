@@ -36,7 +36,14 @@ def run_details(doc: Markup, ctx: ReportContext) -> None:
             f"{p.get('pairs_tie')} ties"
         )
     if d.get("timings"):
-        facts["timings (s)"] = ", ".join(f"{k} {v}" for k, v in d["timings"].items())
+        t = d["timings"]
+        cache = ("compile_cache", "cache_hits", "cache_misses")
+        facts["timings (s)"] = ", ".join(f"{k} {v}" for k, v in t.items() if k not in cache)
+        if "compile_cache" in t:
+            facts["compile cache"] = (
+                f"{t['compile_cache']} ({t.get('cache_hits', 0)} programs read, "
+                f"{t.get('cache_misses', 0)} compiled)"
+            )
     if d.get("versions"):
         v = d["versions"]
         facts["versions"] = ", ".join(f"{k} {v[k]}" for k in VERSIONS if k in v)
