@@ -245,3 +245,17 @@ def test_parallel_chains_compile_once_for_data_of_the_same_shapes():
     assert second.timings["cache_misses"] == 0, second.timings
     assert second.timings["compile_cache"] in ("hit", "off"), second.timings
     assert not np.allclose(first.samples["theta"], second.samples["theta"])
+
+
+def test_the_compile_cache_is_pruned_to_its_bound_oldest_first(tmp_path):
+    import os
+
+    from bayes_dualeval.inference.device import prune_cache
+
+    for k in range(5):
+        f = tmp_path / f"program{k}"
+        f.write_bytes(b"x" * 100)
+        os.utime(f, (1_000_000 + k, 1_000_000 + k))  # program0 least recently used
+    assert prune_cache(tmp_path, 250) == 300
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["program3", "program4"]
+    assert prune_cache(tmp_path, 250) == 0

@@ -75,13 +75,18 @@ def _run_option(*decls, **kwargs):
     show_default=True,
     help="Where JAX runs; auto uses a GPU when there is one.",
 )
+@_run_option(
+    "--no-compile-cache",
+    is_flag=True,
+    help="Do not read or write JAX's compilation cache (see docs/performance.md).",
+)
 @fit_anomalies_option
 @_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @clean_errors
 def fit(
-    data, model_name, ci, out, device, anomalies, no_report, quiet, reward_norm, skip_invalid,
-    **fields,
+    data, model_name, ci, out, device, no_compile_cache, anomalies, no_report, quiet,
+    reward_norm, skip_invalid, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -102,7 +107,9 @@ def fit(
     from bayes_dualeval.inference.device import configure
 
     sampler = fields["sampler"]
-    configure(device, fields["chains"] if sampler == "nuts" else 1)
+    configure(
+        device, fields["chains"] if sampler == "nuts" else 1, compile_cache=not no_compile_cache
+    )
 
     from bayes_dualeval.core.atomic import check_new_folder
     from bayes_dualeval.data.dataset import load

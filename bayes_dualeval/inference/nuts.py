@@ -21,6 +21,7 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 
 from bayes_dualeval.core.errors import PerformanceWarning
+from bayes_dualeval.inference.buckets import padded
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.metric import start_metric, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
@@ -226,9 +227,11 @@ def run_nuts(
     timings: dict = {}
     rounds, parts = 0, []
     current = settings
+    large = worth_it(inputs)  # judged on the data as they are
+    inputs = padded(inputs)  # shapes in buckets: the same program for similar data
     with timed(timings):
         metric = None
-        if worth_it(inputs):
+        if large:
             metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
         mcmc = make_mcmc(inputs, config, current, metric)
         key, init, draws = jax.random.PRNGKey(settings.seed), None, None

@@ -46,6 +46,9 @@ class ModelInputs:
     item_group : jax.Array of int32, shape (Q,)
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
+    static_mask : jax.Array of float32, shape (S,)
+        1 for every cell of the data; 0 for the cells NUTS pads its inputs with
+        (:mod:`bayes_dualeval.inference.buckets`), which the likelihood leaves out.
     static_items : jax.Array of int32, shape (n_static_items,)
         The items that have static labels (where 3PL/4PL floors and ceilings live).
     arena_model, arena_item : jax.Array of int32, shape (R,)
@@ -94,6 +97,7 @@ class ModelInputs:
     static_model: jax.Array
     static_item: jax.Array
     static_y: jax.Array
+    static_mask: jax.Array
     static_items: jax.Array
     arena_model: jax.Array
     arena_item: jax.Array
@@ -256,6 +260,7 @@ def build_inputs(
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
         static_y=jnp.asarray(s_y),
+        static_mask=jnp.ones(len(s_y), jnp.float32),
         static_items=jnp.asarray(static_items),
         arena_model=jnp.asarray(r_model, dtype=jnp.int32),
         arena_item=jnp.asarray(r_item, dtype=jnp.int32),

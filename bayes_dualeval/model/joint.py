@@ -74,6 +74,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             with (
                 numpyro.handlers.scale(scale=config.lambda_static),
                 numpyro.plate("static_cell", inputs.static_y.shape[0]),
+                numpyro.handlers.mask(mask=inputs.static_mask > 0),
             ):
                 numpyro.sample(
                     "static_y",

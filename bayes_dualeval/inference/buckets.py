@@ -1,0 +1,73 @@
+"""Shape buckets: the sampler's inputs padded to a few sizes, so that compiled programs repeat.
+
+A compiled sampler depends on the shapes of its inputs (the data themselves are arguments,
+:func:`bayes_dualeval.inference.nuts.data_as_argument`). Two data sets of one design rarely
+have the same number of decisive pairs or of answered static cells (ties, both-bad pairs and
+missing answers vary), so each would compile its own program. Padding both to the next size
+of a geometric ladder (:func:`bucket`) with entries that contribute exactly nothing makes
+them share one: a pair of weight 0 adds ``0 * log sigmoid(x) = 0`` to the arena term, and a
+padded static cell is masked out of the likelihood (``ModelInputs.static_mask``). The
+posterior is the same; the gradient does up to :data:`STEP` - 1 more work on those terms.
+
+Only NUTS pads (its compilation is the long one); the draws, and everything computed from
+them afterwards, see the data as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+
+from bayes_dualeval.model.inputs import ModelInputs
+
+#: Ratio of one bucket size to the next (the most padding adds is ``STEP - 1``, 19%).
+STEP = 2**0.25
+#: The smallest bucket: smaller arrays are padded to it.
+SMALLEST = 64
+#: Bucket sizes are multiples of this.
+ALIGN = 8
+
+
+def bucket(n: int) -> int:
+    """The bucket of an array of length ``n``: 0 stays 0, else the next ladder size >= n."""
+    if n <= 0:
+        return 0
+    if n <= SMALLEST:
+        return SMALLEST
+    k = math.ceil(math.log(n / SMALLEST) / math.log(STEP) - 1e-9)
+    size = SMALLEST * STEP**k
+    return int(math.ceil(size / ALIGN) * ALIGN)
+
+
+def _pad(x, size: int, value=0):
+    n = x.shape[0]
+    if n == size:
+        return x
+    return jnp.concatenate([x, jnp.full((size - n,), value, dtype=x.dtype)])
+
+
+def padded(inputs: ModelInputs) -> ModelInputs:
+    """``inputs`` with static cells and decisive pairs padded to their buckets.
+
+    Padded pairs join arena cell (or model) 0 with itself at weight 0; padded static cells
+    are model 0's answer to item 0, masked (``static_mask`` 0). Arena cells, items and
+    models are not padded: each is a parameter's or a prompt's support.
+    """
+    s, p = inputs.static_y.shape[0], inputs.pair_w.shape[0]
+    bs, bp = bucket(s), bucket(p)
+    if (bs, bp) == (s, p):
+        return inputs
+    return dataclasses.replace(
+        inputs,
+        static_model=_pad(inputs.static_model, bs),
+        static_item=_pad(inputs.static_item, bs),
+        static_y=_pad(inputs.static_y, bs),
+        static_mask=_pad(inputs.static_mask, bs),
+        pair_i=_pad(inputs.pair_i, bp),
+        pair_j=_pad(inputs.pair_j, bp),
+        pair_w=_pad(inputs.pair_w, bp),
+        pair_t=_pad(inputs.pair_t, bp),
+        pair_item=_pad(inputs.pair_item, bp),
+    )
