@@ -166,7 +166,7 @@ def test_vectorised_nuts_chains_initialise_in_a_few_compiled_programs():
     start."""
     from numpyro.infer import MCMC
 
-    from bayes_dualeval.inference.nuts import CompiledInitNUTS
+    from bayes_dualeval.inference.chains import CompiledInitNUTS
     from bayes_dualeval.model.joint import dualeval_model
 
     inputs, config = _small_inputs(5, 17, 8)  # shapes no other test uses
@@ -205,7 +205,7 @@ def test_vectorised_chains_on_a_cpu_warn_how_to_run_them_in_parallel():
     assert mcmc.chain_method == "vectorized"
     import warnings
 
-    from bayes_dualeval.inference.nuts import data_as_argument
+    from bayes_dualeval.inference.chains import data_as_argument
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", PerformanceWarning)
