@@ -27,6 +27,7 @@ from bayes_dualeval.posterior.convergence import (
     ConvergenceLimits,
     ParameterCheck,
 )
+from bayes_dualeval.posterior.rank_normal import diagnose
 
 
 def per_parameter(idata) -> pd.DataFrame:
@@ -41,19 +42,34 @@ def per_parameter(idata) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Indexed by ``parameter`` (``name[label]`` for vector sites), columns ``rhat``
-        (NaN with a single chain or constant draws), ``ess_bulk`` and ``ess_tail``.
+        (NaN with a single chain or constant draws), ``ess_bulk`` and ``ess_tail``: the
+        estimators of ``arviz.rhat`` and ``arviz.ess``, computed for all scalars at once
+        (:mod:`bayes_dualeval.posterior.rank_normal`).
     """
     post = idata.posterior
-    bulk = _flatten(az.ess(post, method="bulk"))
-    tail = _flatten(az.ess(post, method="tail"))
-    rhat = _flatten(az.rhat(post)) if post.sizes["chain"] > 1 else {}
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    names, blocks = [], []
+    for name, da in post.data_vars.items():
+        values = np.asarray(da.transpose("chain", "draw", ...).values, dtype=float)
+        names += _labels(name, da)
+        blocks.append(values.reshape(n_chain, n_draw, -1).transpose(2, 0, 1))
+    stats = diagnose(np.concatenate(blocks)) if names else {}
     return pd.DataFrame(
-        {
-            "rhat": pd.Series(rhat, dtype=float),
-            "ess_bulk": pd.Series(bulk, dtype=float),
-            "ess_tail": pd.Series(tail, dtype=float),
-        }
+        {k: pd.Series(stats.get(k, []), index=names, dtype=float) for k in _COLUMNS}
     ).rename_axis("parameter")
+
+
+_COLUMNS = ("rhat", "ess_bulk", "ess_tail")
+
+
+def _labels(name: str, da) -> list[str]:
+    """``name[label]`` for each element of a posterior variable (``name`` for a scalar)."""
+    shape = da.shape[2:]
+    if not shape:
+        return [name]
+    if len(shape) == 1:
+        return [f"{name}[{x}]" for x in da[da.dims[2]].values]
+    return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(shape)]
 
 
 def _flatten(ds) -> dict:
