@@ -105,7 +105,8 @@ def test_divergences_are_located_and_the_advice_follows_the_target_acceptance():
     low = convergence(idata, "nuts", target_accept=0.8)
     assert low.divergent_site == site
     (problem,) = [p for p in low.problems if "divergent" in p]
-    assert "log_a_raw[3]" in problem
+    assert problem.startswith("20 divergent transitions in 4,000 draws at target acceptance 0.8")
+    assert "near log_a_raw[3]" in problem and "estimates may be biased there" in problem
     assert "raise the target acceptance: target_accept=0.99" in problem
     top = convergence(idata, "nuts", target_accept=0.99)
     (problem,) = [p for p in top.problems if "divergent" in p]

@@ -187,7 +187,7 @@ def convergence(
     worst = list(dict.fromkeys([*bad_rhat.index[:5], *bad_ess.index[:5]]))
     site = divergence_site(idata) if divergences else None
     problems = _problems(
-        n_chain, bad_rhat, bad_ess, divergences, energy["ebfmi_min"], site, target_accept, limits
+        n_chain * n_draw, n_chain, bad_rhat, bad_ess, divergences, energy["ebfmi_min"], site, target_accept, limits
     )
     notes = []
     share = energy["treedepth_hit_share"]
@@ -327,6 +327,7 @@ def _round(value, digits: int):
 
 
 def _problems(
+    n_total: int,
     n_chain: int,
     bad_rhat: pd.Series,
     bad_ess: pd.Series,
@@ -354,12 +355,7 @@ def _problems(
         )
     if divergences > limits.divergences_max:
         at = "" if target_accept is None else f" at target acceptance {target_accept:g}"
-        where = (
-            f"; the divergent draws lie furthest out on {site['parameter']} "
-            f"({site['sd']:+.1f} posterior sd)"
-            if site
-            else ""
-        )
+        near = f", near {site['parameter']} ({site['sd']:+.1f} posterior sd)" if site else ""
         if target_accept is None or target_accept < 0.99:
             advice = f"raise the target acceptance: {setting('target_accept', 0.99)}"
         else:
@@ -368,9 +364,10 @@ def _problems(
                 f"itself; consider {setting('item_prior', 'independent')} or a simpler "
                 f"{setting('irt', '1pl')}"
             )
+        where = "there" if site else "where the sampler met curvature it could not follow"
         problems.append(
-            f"{divergences} divergent transition(s){at}: the sampler met curvature it could "
-            f"not follow{where}; {advice}"
+            f"{divergences} divergent transition{'s' if divergences > 1 else ''} in "
+            f"{n_total:,} draws{at}{near}; estimates may be biased {where}; {advice}"
         )
     if ebfmi_min is not None and ebfmi_min < limits.ebfmi_min:
         problems.append(
