@@ -1,4 +1,4 @@
-"""Whole-process timings: DualEval's reference fit against ``bayes-dualeval fit``.
+r"""Whole-process timings: DualEval's reference fit against ``bayes-dualeval fit``.
 
 Each run is a separate process, started the way a user would start it, and timed from
 launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_maxrss``):
@@ -6,14 +6,23 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
 * ``reference``: ``scripts/dualeval_reference.py`` (DualEval's published recipe: a pandas
   pair loop, 2000 full-batch Adam steps in PyTorch; needs ``pip install torch``);
 * ``nuts``, ``map``, ``svi``: ``bayes-dualeval fit DATA --sampler ...`` writing a complete
-  run folder (tables, checks and report included), with a cold JAX compilation cache.
+  run folder (tables, checks and report included), with a cold JAX compilation cache;
+* ``nuts-warm``: the same NUTS command again, with the cache the cold run filled;
+* ``nutpie``: ``scripts/pymc_dualeval.py`` (the same model and priors written plainly in
+  PyMC, sampled by nutpie, 1,000 + 1,000 iterations on 4 chains); it needs ``pymc`` and
+  ``nutpie`` in the interpreter given by ``--nutpie-python`` (default: this one). Its
+  posterior means of ``theta`` are compared with the NUTS run's (``theta vs nuts``: the
+  largest difference in posterior sd), a check that both sample the same posterior.
 
-Data: DualEval's paper scale (18 models, 300 static questions, 300 arena prompts,
+Data: the bundled example (``data/``, 12 models, 300 static questions, 100 arena
+prompts), DualEval's paper scale (18 models, 300 static questions, 300 arena prompts,
 simulated with seed 7) and AlpacaEval (``../shared/data/real/alpaca_eval``; skipped when
 absent). Run it on an otherwise idle machine::
 
-    python scripts/end_to_end.py                      # both data sets, every runner
+    python scripts/end_to_end.py                      # every data set, every runner
     python scripts/end_to_end.py --data paper --runners reference,map
+    python scripts/end_to_end.py --data bundled --runners nuts,nuts-warm,nutpie \\
+        --nutpie-python /path/to/venv-with-pymc/bin/python
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO.parent / "shared" / "data" / "real"
-RUNNERS = ("reference", "nuts", "map", "svi")
+RUNNERS = ("reference", "nuts", "nuts-warm", "map", "svi", "nutpie")
 
 
 def paper_data(tmp: Path) -> Path:
@@ -59,10 +68,37 @@ def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float, int, str]
     )
 
 
-def command(runner: str, data: Path, out: Path) -> list[str]:
+def command(runner: str, data: Path, out: Path, nutpie_python: str) -> list[str]:
     if runner == "reference":
         return [sys.executable, str(REPO / "scripts" / "dualeval_reference.py"), str(data)]
-    return ["bayes-dualeval", "fit", str(data), "--sampler", runner, "--out", str(out), "-q"]
+    if runner == "nutpie":
+        script = str(REPO / "scripts" / "pymc_dualeval.py")
+        return [nutpie_python, script, str(data), "--json", str(out) + ".json"]
+    sampler = runner.split("-")[0]
+    return ["bayes-dualeval", "fit", str(data), "--sampler", sampler, "--out", str(out), "-q"]
+
+
+def nutpie_verdict(out: Path, nuts_out: Path) -> str:
+    """The nutpie run's convergence, and how far its ability means lie from the NUTS run's."""
+    try:
+        res = json.loads(Path(str(out) + ".json").read_text())
+    except (OSError, ValueError):
+        return "no result"
+    word = "converged" if res["converged"] else "NOT converged"
+    text = (
+        f"{word}: R-hat {res['max_rhat']:.4f}, ESS {res['min_ess_bulk']:.0f}/"
+        f"{res['min_ess_tail']:.0f}, {res['divergences']} div; compile {res['compile_s']:.0f} s,"
+        f" sampling {res['sample_s']:.0f} s, {res['mean_steps']:.0f} steps per draw"
+    )
+    board = nuts_out / "leaderboard.csv"
+    if board.exists() and res.get("theta_mean"):
+        import pandas as pd
+
+        ours = pd.read_csv(board).set_index("model")
+        theirs = pd.Series(res["theta_mean"])
+        gap = ((theirs - ours["theta_mean"].reindex(theirs.index)) / ours["theta_sd"]).abs()
+        text += f"; theta vs nuts: max {gap.max():.2f} posterior sd"
+    return text
 
 
 def converged(out: Path) -> str:
@@ -85,7 +121,10 @@ def converged(out: Path) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default="paper,alpaca")
+    parser.add_argument("--data", default="bundled,paper,alpaca")
+    parser.add_argument(
+        "--nutpie-python", default=sys.executable, help="an interpreter with pymc and nutpie"
+    )
     parser.add_argument(
         "--runners",
         default="",
@@ -99,6 +138,8 @@ def main(argv=None) -> int:
             os.environ, BAYES_DUALEVAL_CACHE=str(tmp / "jax-cache"), OMP_WAIT_POLICY="PASSIVE"
         )
         sets = {}
+        if "bundled" in args.data:
+            sets["bundled (12 x 300+100)"] = REPO / "data"
         if "paper" in args.data:
             sets["paper (18 x 300+300)"] = paper_data(tmp)
         if "alpaca" in args.data and (REAL / "alpaca_eval").exists():
@@ -106,26 +147,35 @@ def main(argv=None) -> int:
         for name, data in sets.items():
             base = None
             runners = args.runners or ",".join(
-                r for r in RUNNERS if not (r == "nuts" and name.startswith("AlpacaEval"))
+                r
+                for r in RUNNERS
+                if not (r.startswith(("nuts", "nutpie")) and name.startswith("AlpacaEval"))
             )
             for runner in runners.split(","):
                 out = tmp / f"{name.split()[0]}-{runner}"
-                cmd = command(runner, data, out)
+                cmd = command(runner, data, out, args.nutpie_python)
                 seconds, peak, code, tail = timed(cmd, env, tmp / f"{out.name}.log")
                 if runner == "reference":
                     base = seconds if code == 0 else None
                 ratio = f"{seconds / base:.2f}x" if base else "-"
-                verdict = converged(out) if runner == "nuts" else ""
+                verdict = converged(out) if runner.startswith("nuts") else ""
+                if runner == "nutpie":
+                    verdict = nutpie_verdict(out, tmp / f"{name.split()[0]}-nuts")
                 rows.append((name, runner, seconds, peak, code, ratio, verdict))
                 print(f"{name:24s} {runner:10s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
                       f"  {ratio} {verdict}", flush=True)  # fmt: skip
                 if code != 0:
                     print(tail, file=sys.stderr)
-    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference | convergence |")
-    print("|---|---|---|---|---|---|")
+    nutpie = {r[0]: r[2] for r in rows if r[1] == "nutpie" and r[4] == 0}
+    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference | vs nutpie | convergence |")
+    print("|---|---|---|---|---|---|---|")
     for name, runner, seconds, peak, code, ratio, verdict in rows:
         status = "" if code == 0 else f" (exit {code})"
-        print(f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} | {verdict} |")
+        vs = f"{seconds / nutpie[name]:.2f}x" if name in nutpie else "-"
+        print(
+            f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} | {vs} "
+            f"| {verdict} |"
+        )
     return 0
 
 

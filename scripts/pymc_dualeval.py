@@ -53,7 +53,7 @@ def check_priors(config) -> None:
 
 
 def build_model(inputs, config):
-    """The PyMC model of ``inputs`` (unpadded :class:`~bayes_dualeval.model.inputs.ModelInputs`)."""
+    """The PyMC model of unpadded :class:`~bayes_dualeval.model.inputs.ModelInputs`."""
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -142,6 +142,13 @@ def run(data: str, tune: int, draws: int, chains: int, seed: int) -> dict:
         "divergences": int(np.asarray(stats["diverging"].values).sum()),
         "mean_steps": round(float(steps.mean()), 1),
         "n_parameters": len(table),
+        "theta_mean": dict(
+            zip(
+                map(str, dataset.models),
+                idata.posterior["theta"].mean(("chain", "draw")).values.tolist(),
+                strict=True,
+            )
+        ),
         "arviz": az.__version__,
         "nutpie": nutpie.__version__,
     }

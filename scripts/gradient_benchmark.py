@@ -1,0 +1,189 @@
+"""Benchmark: one value-and-gradient of the posterior's potential, against simpler densities.
+
+A NUTS step is a few value-and-gradient evaluations of the potential (minus the log
+density in unconstrained coordinates), so their cost sets the sampling time. Timed in one
+process, each compiled once and run ``--evals`` times inside one compiled loop (no Python
+dispatch per evaluation; the result is blocked on):
+
+* ``package``: the potential NUTS samples (the data padded to their buckets, items centred
+  or not per item, arena difficulties anchored to their level, with the Newton solve
+  stopping once converged);
+* ``package, 12 Newton steps``: the same with the solve always running its 12 iterations
+  (the earlier code);
+* ``hand-written``: a minimal JAX density of the same terms and priors (non-centred items,
+  no anchoring, no padding): the least a gradient of these terms can cost in JAX;
+* ``dense``: the hand-written density with static labels laid out as a models x items
+  matrix with a mask instead of a list of cells.
+
+Printed as microseconds per evaluation and as a ratio to the hand-written density. Run it
+on an otherwise idle machine::
+
+    python scripts/gradient_benchmark.py               # bundled data/
+    python scripts/gradient_benchmark.py --data DIR --evals 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("BAYES_DUALEVAL_CACHE", "off")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def package_potential(inputs, config):
+    """The package's potential and a starting point, as NUTS sees them."""
+    from numpyro.infer.util import initialize_model
+
+    from bayes_dualeval.inference.buckets import padded
+    from bayes_dualeval.model.joint import dualeval_model
+
+    info = initialize_model(
+        jax.random.PRNGKey(0), dualeval_model, model_args=(padded(inputs), config)
+    )
+    return info.potential_fn, info.param_info.z
+
+
+def hand_written(inputs, config, dense: bool):
+    """A minimal potential of the same terms; static cells as a matrix when ``dense``."""
+    arr = {k: jnp.asarray(getattr(inputs, k)) for k in (
+        "item_group", "static_model", "static_item", "static_y", "arena_model", "arena_item",
+        "pair_i", "pair_j", "pair_w", "pair_t", "prompt_n", "prompt_zbar", "prompt_se",
+        "level_group",
+    )}  # fmt: skip
+    m, q, g = inputs.n_models, inputs.n_items, arr["item_group"]
+    used = np.asarray(inputs.prompt_n) > 0
+    n = jnp.maximum(arr["prompt_n"], 1.0)
+    if dense:
+        y = np.zeros((m, q), np.float32)
+        mask = np.zeros((m, q), np.float32)
+        y[np.asarray(inputs.static_model), np.asarray(inputs.static_item)] = np.asarray(
+            inputs.static_y
+        )
+        mask[np.asarray(inputs.static_model), np.asarray(inputs.static_item)] = 1.0
+        y, mask = jnp.asarray(y), jnp.asarray(mask)
+
+    def normal(x, scale):
+        return jnp.sum(-0.5 * (x / scale) ** 2 - jnp.log(scale))
+
+    def potential(z):
+        sigma_b, sigma_la, gamma = (
+            jnp.exp(z["log_sigma_b"]),
+            jnp.exp(z["log_sigma_la"]),
+            jnp.exp(z["log_gamma"]),
+        )
+        theta = z["theta"]
+        b = jnp.mean(theta) + z["mu_b"][g] + sigma_b[g] * z["u"]
+        a = jnp.exp(z["mu_la"][g] + sigma_la[g] * z["v"])
+        lp = normal(theta, config.theta_scale) + normal(z["u"], 1.0) + normal(z["v"], 1.0)
+        lp += normal(z["mu_b"], config.b_loc_scale) + normal(z["mu_la"], config.loga_loc_scale)
+        lp += normal(sigma_b, config.b_scale_scale) + jnp.sum(z["log_sigma_b"])
+        lp += normal(z["log_sigma_la"] - np.log(config.loga_scale_scale), 0.5)
+        lp += normal(z["log_gamma"] - config.gamma_loc, config.gamma_scale)
+        lp += normal(z["level_c"], config.level_loc_scale)
+        if dense:
+            eta = a[None, :] * (theta[:, None] - b[None, :])
+            lp += jnp.sum(mask * (y * eta - jax.nn.softplus(eta)))
+        else:
+            si = arr["static_item"]
+            eta = a[si] * (theta[arr["static_model"]] - b[si])
+            lp += jnp.sum(arr["static_y"] * eta - jax.nn.softplus(eta))
+        ai = arr["arena_item"]
+        p = jax.nn.sigmoid(a[ai] * (theta[arr["arena_model"]] - b[ai]))
+        x = gamma * (p[arr["pair_i"]] - p[arr["pair_j"]])
+        t = arr["pair_t"]
+        lp -= jnp.sum(arr["pair_w"] * (t * jax.nn.softplus(-x) + (1 - t) * jax.nn.softplus(x)))
+        pbar = jax.ops.segment_sum(p, ai, q) / n
+        resid = (arr["prompt_zbar"] - z["level_c"][arr["level_group"]] - gamma * pbar) / arr[
+            "prompt_se"
+        ]
+        lp += jnp.sum(jnp.where(used, -0.5 * resid**2, 0.0))
+        return -lp
+
+    groups, levels = inputs.n_groups, max(inputs.n_level_groups, 1)
+    start = {
+        "theta": jnp.zeros(m), "u": jnp.zeros(q), "v": jnp.zeros(q), "mu_b": jnp.zeros(groups),
+        "mu_la": jnp.zeros(groups), "log_sigma_b": jnp.zeros(groups),
+        "log_sigma_la": jnp.zeros(groups), "log_gamma": jnp.asarray(1.0),
+        "level_c": jnp.zeros(levels),
+    }  # fmt: skip
+    return potential, start
+
+
+def time_gradient(potential, z, evals: int, repeats: int) -> float:
+    """Median microseconds per value-and-gradient over ``repeats`` compiled loops."""
+    grad = jax.value_and_grad(potential)
+
+    @jax.jit
+    def loop(z):
+        def body(_, carry):
+            z, total = carry
+            value, g = grad(z)
+            # a tiny step along the gradient: every evaluation sees a new point
+            z = jax.tree.map(lambda x, d: x - 1e-6 * d, z, g)
+            return z, total + value
+
+        return jax.lax.fori_loop(0, evals, body, (z, 0.0))
+
+    jax.block_until_ready(loop(z))  # compile
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(loop(z))
+        times.append(time.perf_counter() - start)
+    return 1e6 * float(np.median(times)) / evals
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(REPO / "data"))
+    parser.add_argument("--evals", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    from bayes_dualeval import load
+    from bayes_dualeval.inference.metric import n_terms
+    from bayes_dualeval.model import anchoring
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.spec import DualEvalModel
+
+    config = load_spec("dualeval-2pl")
+    dataset = DualEvalModel(config).fitted_data(load(args.data))
+    inputs, _ = build_inputs(dataset, config, centred="auto")
+    plain, _ = build_inputs(dataset, config, centred="none")
+    rows = []
+    potential, z = package_potential(inputs, config)
+    rows.append(("package", time_gradient(potential, z, args.evals, args.repeats)))
+    tol = anchoring.NEWTON_TOL
+    anchoring.NEWTON_TOL = -1.0  # never stop early
+    try:
+        potential, z = package_potential(inputs, config)
+        label = f"package, {anchoring.NEWTON_STEPS} Newton steps"
+        rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
+    finally:
+        anchoring.NEWTON_TOL = tol
+    for dense in (False, True):
+        potential, z = hand_written(plain, config, dense)
+        label = "dense" if dense else "hand-written"
+        rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
+    base = dict(rows)["hand-written"]
+    terms = n_terms(inputs)
+    print(f"data: {args.data} ({terms:,} likelihood terms), {jax.devices()[0].platform}")
+    print("\n| density | us per value-and-gradient | vs hand-written |")
+    print("|---|---|---|")
+    for label, us in rows:
+        print(f"| {label} | {us:.0f} | {us / base:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
