@@ -315,6 +315,19 @@ def test_draws_verdict_says_what_a_near_miss_needs():
     assert draws_verdict({"theta": rng.normal(size=(4, 1000, 2))}, diverged).more is None
 
 
+def test_draws_verdict_judges_the_centred_abilities_as_the_final_check_does():
+    """Abilities that each mix can still disagree between chains about their difference."""
+    rng = np.random.default_rng(9)
+    stats = {"diverging": np.zeros((4, 1000), bool), "energy": rng.normal(size=(4, 1000))}
+    common = rng.normal(0.0, 10.0, size=(4, 1000, 1))  # the shared level mixes well
+    offset = np.array([-0.3, -0.1, 0.1, 0.3])[:, None, None]  # chains disagree on the gap
+    theta = common + np.concatenate([offset, -offset], axis=2) + rng.normal(0, 0.1, (4, 1000, 2))
+    raw_only = convergence(az.from_dict(posterior={"theta": theta}, sample_stats=stats), "nuts")
+    assert raw_only.max_rhat < 1.01  # each ability alone passes ...
+    verdict = draws_verdict({"theta": theta}, stats)
+    assert not verdict  # ... their centred values do not, and the final check reads those
+
+
 def test_continuation_draws_rounds_and_bounds_the_estimate():
     assert continuation_draws(False, 1000) == 1000  # no estimate: a full round
     assert continuation_draws(Verdict(False, None), 1000) == 1000

@@ -23,11 +23,12 @@ one compiled program, including the start itself (run eagerly, NumPyro's initial
 compiles every primitive on its own, which takes seconds).
 
 Only warm-up's starting point changes: the metric is still adapted, and the posterior is
-the same. The pilot compiles a program of its own (about 4 s on a 2-core CPU), which pays
-back only when a gradient is expensive: :func:`worth_it` uses it from
-:data:`MIN_TERMS` likelihood terms on (there it removed about 30% of the warm-up's
-leapfrog steps on the bundled example, and about half of them on HELM's first 250
-iterations); smaller data start from the identity as before.
+the same. The pilot compiles a program of its own (about 2 s on a 2-core CPU, then read from
+the compile cache), which pays back only when a gradient is not trivially cheap:
+:func:`worth_it` uses it from :data:`MIN_TERMS` likelihood terms on (it removed about a
+fifth of the bundled example's sampling time under the 400-iteration warm-up, and about
+half of the leapfrog steps of HELM's first 250 iterations); smaller data start from the
+identity.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model
 
 #: Likelihood terms (static cells, arena cells and decisive pairs) from which the pilot
-#: runs: a gradient costs about 10 ns per term on a CPU, so below this the warm-up steps it
-#: saves cost less than its compilation.
-MIN_TERMS = 20_000
+#: runs: below this the warm-up steps it saves cost less than its compilation (about 2 s,
+#: kept by the compile cache). With the 400-iteration warm-up the identity's first window
+#: is a large share of it: on the bundled example (8,616 terms) sampling took 16.5 s from
+#: the curvature and 20.8 s from the identity, the whole cold process 32.9 s and 35.1 s.
+MIN_TERMS = 5_000
 #: Plates whose members are independent given the global sites (one product per site).
 ITEM_PLATES = ("item", "static_item")
 #: Smallest curvature the metric uses: the inverse mass never exceeds the identity's.

@@ -75,7 +75,7 @@ class SamplerSettings:
         "nuts", "Full posterior (nuts), variational (svi) or point fit (map).", choices=SAMPLERS
     )
     chains: int = _setting(4, "NUTS chains.", min=1)
-    warmup: int = _setting(1000, "Warm-up iterations per chain.", min=0)
+    warmup: int = _setting(400, "Warm-up iterations per chain.", min=0)
     draws: int = _setting(1000, "Kept draws per chain (SVI: draws from the fitted guide).", min=1)
     seed: int = _setting(0, "Seed of the one PRNG key of the run.")
     target_accept: float = _setting(

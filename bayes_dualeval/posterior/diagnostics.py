@@ -27,6 +27,7 @@ from bayes_dualeval.posterior.convergence import (
     ConvergenceLimits,
     ParameterCheck,
 )
+from bayes_dualeval.posterior.idata import with_derived
 from bayes_dualeval.posterior.rank_normal import diagnose
 
 
@@ -187,7 +188,15 @@ def convergence(
     worst = list(dict.fromkeys([*bad_rhat.index[:5], *bad_ess.index[:5]]))
     site = divergence_site(idata) if divergences else None
     problems = _problems(
-        n_chain * n_draw, n_chain, bad_rhat, bad_ess, divergences, energy["ebfmi_min"], site, target_accept, limits
+        n_chain * n_draw,
+        n_chain,
+        bad_rhat,
+        bad_ess,
+        divergences,
+        energy["ebfmi_min"],
+        site,
+        target_accept,
+        limits,
     )
     notes = []
     share = energy["treedepth_hit_share"]
@@ -294,7 +303,9 @@ def draws_verdict(
     Parameters
     ----------
     samples : dict of str to numpy.ndarray
-        Each site's draws, shape ``(chain, draw, ...)``.
+        Each site's draws, shape ``(chain, draw, ...)``; the derived quantities of the
+        posterior (:func:`~bayes_dualeval.posterior.idata.with_derived`) are added, so the
+        check covers the variables of the final verdict.
     stats : dict of str to numpy.ndarray
         Sampler statistics shaped ``(chain, draw)``, with ``diverging`` and ``energy``.
     max_tree_depth : int, optional
@@ -306,7 +317,7 @@ def draws_verdict(
     Verdict
         With ``more`` set when only R-hat or ESS failed (no divergences, E-BFMI fine).
     """
-    idata = az.from_dict(posterior=samples, sample_stats=stats)
+    idata = az.from_dict(posterior=with_derived(samples), sample_stats=stats)
     conv = convergence(idata, "nuts", max_tree_depth, limits=limits)
     if conv.converged:
         return Verdict(True)

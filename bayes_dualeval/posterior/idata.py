@@ -219,6 +219,20 @@ def pointwise_loglik(
     return {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in out.items()}
 
 
+def with_derived(samples: dict) -> dict:
+    """The sampled sites plus the quantities the posterior adds to them.
+
+    ``theta_centred``, the abilities relative to their mean (what the likelihood
+    identifies). The convergence check that decides whether to draw more reads the same
+    variables as the run's final verdict, so it is given these too.
+    """
+    out = dict(samples)
+    if "theta" in out:
+        theta = np.asarray(out["theta"])
+        out["theta_centred"] = theta - theta.mean(axis=-1, keepdims=True)
+    return out
+
+
 def to_inference_data(
     draws: Draws, dataset: Dataset, inputs: ModelInputs, config: ModelConfig
 ) -> az.InferenceData:
@@ -238,8 +252,7 @@ def to_inference_data(
     -------
     arviz.InferenceData
     """
-    samples = dict(draws.samples)
-    samples["theta_centred"] = samples["theta"] - samples["theta"].mean(axis=-1, keepdims=True)
+    samples = with_derived(draws.samples)
     dims = {
         name: list(SITE_DIMS[name])
         for name, value in samples.items()

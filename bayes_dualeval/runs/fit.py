@@ -136,7 +136,7 @@ def fit(
     config : ModelConfig, optional
         Defaults to the ``dualeval-2pl`` specification.
     settings : SamplerSettings, optional
-        Defaults to NUTS, 4 chains, 1000 warm-up and 1000 kept draws.
+        Defaults to NUTS, 4 chains, 400 warm-up and 1000 kept draws.
     timings : dict, optional
         Earlier timings (e.g. ``data``) to record alongside this fit's.
 
