@@ -6,20 +6,23 @@ process, each compiled once and run ``--evals`` times inside one compiled loop (
 dispatch per evaluation; the result is blocked on):
 
 * ``package``: the potential NUTS samples (the data padded to their buckets, items centred
-  or not per item, arena difficulties anchored to their level, with the Newton solve
-  stopping once converged);
-* ``package, 12 Newton steps``: the same with the solve always running its 12 iterations
-  (the earlier code);
+  or not per item, arena difficulties anchored to their level by a 12-step Newton solve);
+* ``package without its Newton steps``: the same with the solve for the anchored
+  difficulties cut to its start (a wrong gradient, so not a sampler: it says what the
+  solve costs);
 * ``hand-written``: a minimal JAX density of the same terms and priors (non-centred items,
   no anchoring, no padding): the least a gradient of these terms can cost in JAX;
 * ``dense``: the hand-written density with static labels laid out as a models x items
-  matrix with a mask instead of a list of cells.
+  matrix with a mask instead of a list of cells, and decisive pairs as one models x
+  models matrix per prompt (weights zero where a pair is not decisive or not observed)
+  instead of a list of pairs: more arithmetic, no gathers or scatters.
 
 Printed as microseconds per evaluation and as a ratio to the hand-written density. Run it
 on an otherwise idle machine::
 
     python scripts/gradient_benchmark.py               # bundled data/
     python scripts/gradient_benchmark.py --data DIR --evals 2000
+    python scripts/gradient_benchmark.py --data paper     # DualEval's paper scale, simulated
 """
 
 from __future__ import annotations
@@ -63,13 +66,22 @@ def hand_written(inputs, config, dense: bool):
     used = np.asarray(inputs.prompt_n) > 0
     n = jnp.maximum(arr["prompt_n"], 1.0)
     if dense:
-        y = np.zeros((m, q), np.float32)
-        mask = np.zeros((m, q), np.float32)
-        y[np.asarray(inputs.static_model), np.asarray(inputs.static_item)] = np.asarray(
-            inputs.static_y
-        )
-        mask[np.asarray(inputs.static_model), np.asarray(inputs.static_item)] = 1.0
-        y, mask = jnp.asarray(y), jnp.asarray(mask)
+        y, mask = _matrix(inputs.static_model, inputs.static_item, inputs.static_y, m, q)
+        prompts = np.flatnonzero(used)
+        local = np.full(q, -1)
+        local[prompts] = np.arange(len(prompts))
+        am, ai = np.asarray(inputs.arena_model), np.asarray(inputs.arena_item)
+        seen = np.zeros((len(prompts), m), np.float32)
+        seen[local[ai], am] = 1.0
+        # each decisive pair as one entry of a prompt's models x models matrix:
+        # w [t log s(x) + (1 - t) log s(-x)] = C_ij log s(g (p_i - p_j)) summed both ways
+        pi, pj = np.asarray(inputs.pair_i), np.asarray(inputs.pair_j)
+        w, t = np.asarray(inputs.pair_w), np.asarray(inputs.pair_t)
+        c = np.zeros((len(prompts), m, m), np.float32)
+        np.add.at(c, (local[ai[pi]], am[pi], am[pj]), w * t)
+        np.add.at(c, (local[ai[pi]], am[pj], am[pi]), w * (1 - t))
+        y, mask, seen, c = map(jnp.asarray, (y, mask, seen, c))
+        prompts = jnp.asarray(prompts)
 
     def normal(x, scale):
         return jnp.sum(-0.5 * (x / scale) ** 2 - jnp.log(scale))
@@ -96,12 +108,20 @@ def hand_written(inputs, config, dense: bool):
             si = arr["static_item"]
             eta = a[si] * (theta[arr["static_model"]] - b[si])
             lp += jnp.sum(arr["static_y"] * eta - jax.nn.softplus(eta))
-        ai = arr["arena_item"]
-        p = jax.nn.sigmoid(a[ai] * (theta[arr["arena_model"]] - b[ai]))
-        x = gamma * (p[arr["pair_i"]] - p[arr["pair_j"]])
-        t = arr["pair_t"]
-        lp -= jnp.sum(arr["pair_w"] * (t * jax.nn.softplus(-x) + (1 - t) * jax.nn.softplus(x)))
-        pbar = jax.ops.segment_sum(p, ai, q) / n
+        if dense:
+            ap, bp = a[prompts], b[prompts]
+            p = jax.nn.sigmoid(ap[:, None] * (theta[None, :] - bp[:, None]))
+            x = gamma * (p[:, :, None] - p[:, None, :])
+            lp -= jnp.sum(c * jax.nn.softplus(-x))
+            pbar = jnp.zeros(q).at[prompts].set(jnp.sum(seen * p, axis=1)) / n
+        else:
+            ai = arr["arena_item"]
+            p = jax.nn.sigmoid(a[ai] * (theta[arr["arena_model"]] - b[ai]))
+            x = gamma * (p[arr["pair_i"]] - p[arr["pair_j"]])
+            t = arr["pair_t"]
+            loss = t * jax.nn.softplus(-x) + (1 - t) * jax.nn.softplus(x)
+            lp -= jnp.sum(arr["pair_w"] * loss)
+            pbar = jax.ops.segment_sum(p, ai, q) / n
         resid = (arr["prompt_zbar"] - z["level_c"][arr["level_group"]] - gamma * pbar) / arr[
             "prompt_se"
         ]
@@ -116,6 +136,16 @@ def hand_written(inputs, config, dense: bool):
         "level_c": jnp.zeros(levels),
     }  # fmt: skip
     return potential, start
+
+
+def _matrix(rows, cols, values, m, q):
+    """Cells as a dense ``m x q`` matrix of values and one of presence."""
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    y = np.zeros((m, q), np.float32)
+    mask = np.zeros((m, q), np.float32)
+    y[rows, cols] = np.asarray(values)
+    mask[rows, cols] = 1.0
+    return y, mask
 
 
 def time_gradient(potential, z, evals: int, repeats: int) -> float:
@@ -157,24 +187,38 @@ def main(argv=None) -> int:
     from bayes_dualeval.model.spec import DualEvalModel
 
     config = load_spec("dualeval-2pl")
-    dataset = DualEvalModel(config).fitted_data(load(args.data))
+    if args.data == "paper":
+        from bayes_dualeval.data.dataset import Dataset
+        from bayes_dualeval.model.simulate import simulate
+
+        static, arena, _ = simulate(18, 300, 300, n_domains=3, seed=7)
+        raw = Dataset.from_frames(static=static, arena=arena, source="sim")
+    else:
+        raw = load(args.data)
+    dataset = DualEvalModel(config).fitted_data(raw)
     inputs, _ = build_inputs(dataset, config, centred="auto")
     plain, _ = build_inputs(dataset, config, centred="none")
     rows = []
     potential, z = package_potential(inputs, config)
     rows.append(("package", time_gradient(potential, z, args.evals, args.repeats)))
-    tol = anchoring.NEWTON_TOL
-    anchoring.NEWTON_TOL = -1.0  # never stop early
+    steps = anchoring.NEWTON_STEPS
+    anchoring.NEWTON_STEPS = 0  # what the solve costs: not a density to sample
     try:
         potential, z = package_potential(inputs, config)
-        label = f"package, {anchoring.NEWTON_STEPS} Newton steps"
+        label = f"package without its {steps} Newton steps (for scale only)"
         rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
     finally:
-        anchoring.NEWTON_TOL = tol
+        anchoring.NEWTON_STEPS = steps
+    values = []
     for dense in (False, True):
         potential, z = hand_written(plain, config, dense)
+        # the same density in either layout, at a point off the start
+        point = jax.tree.map(lambda x: x + 0.1, z)
+        values.append(float(jax.jit(potential)(point)))
         label = "dense" if dense else "hand-written"
         rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
+    if not np.isclose(values[0], values[1], rtol=1e-4):
+        raise SystemExit(f"the dense layout is not the same density: {values}")
     base = dict(rows)["hand-written"]
     terms = n_terms(inputs)
     print(f"data: {args.data} ({terms:,} likelihood terms), {jax.devices()[0].platform}")

@@ -41,7 +41,7 @@ DOCUMENTED = {
     "--b-scale": None,
     "--loga-scale": None,
     "--chains": 4,
-    "--warmup": 1000,
+    "--warmup": 400,
     "--draws": 1000,
     "--seed": 0,
     "--target-accept": 0.8,
