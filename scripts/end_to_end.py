@@ -6,7 +6,8 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
 * ``reference``: ``scripts/dualeval_reference.py`` (DualEval's published recipe: a pandas
   pair loop, 2000 full-batch Adam steps in PyTorch; needs ``pip install torch``);
 * ``nuts``, ``map``, ``svi``: ``bayes-dualeval fit DATA --sampler ...`` writing a complete
-  run folder (tables, checks and report included), with a cold JAX compilation cache;
+  run folder (tables, checks and report included), each with a cold JAX compilation
+  cache of its own;
 * ``nuts-warm``: the same NUTS command again, with the cache the cold run filled;
 * ``nutpie``: ``scripts/pymc_dualeval.py`` (the same model and priors written plainly in
   PyMC, sampled by nutpie, 1,000 + 1,000 iterations on 4 chains); it needs ``pymc`` and
@@ -134,9 +135,7 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        env = dict(
-            os.environ, BAYES_DUALEVAL_CACHE=str(tmp / "jax-cache"), OMP_WAIT_POLICY="PASSIVE"
-        )
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
         sets = {}
         if "bundled" in args.data:
             sets["bundled (12 x 300+100)"] = REPO / "data"
@@ -154,7 +153,12 @@ def main(argv=None) -> int:
             for runner in runners.split(","):
                 out = tmp / f"{name.split()[0]}-{runner}"
                 cmd = command(runner, data, out, args.nutpie_python)
-                seconds, peak, code, tail = timed(cmd, env, tmp / f"{out.name}.log")
+                # each sampler starts from an empty compile cache of its own (the posterior
+                # and checks programs would otherwise carry over from one to the next);
+                # nuts-warm reads the one its cold run filled
+                cache = tmp / f"jax-cache-{name.split()[0]}-{runner.split('-')[0]}"
+                run_env = dict(env, BAYES_DUALEVAL_CACHE=str(cache))
+                seconds, peak, code, tail = timed(cmd, run_env, tmp / f"{out.name}.log")
                 if runner == "reference":
                     base = seconds if code == 0 else None
                 ratio = f"{seconds / base:.2f}x" if base else "-"
