@@ -30,6 +30,8 @@ from bayes_dualeval.posterior.convergence import (
 from bayes_dualeval.posterior.idata import with_derived
 from bayes_dualeval.posterior.rank_normal import diagnose
 
+_COLUMNS = ("rhat", "ess_bulk", "ess_tail")
+
 
 def per_parameter(idata) -> pd.DataFrame:
     """R-hat and bulk and tail ESS of every scalar in the posterior.
@@ -60,16 +62,18 @@ def per_parameter(idata) -> pd.DataFrame:
     ).rename_axis("parameter")
 
 
-_COLUMNS = ("rhat", "ess_bulk", "ess_tail")
+def _labels(name: str, da, lead: int = 2) -> list[str]:
+    """``name[label]`` for each element of a variable (``name`` for a scalar).
 
-
-def _labels(name: str, da) -> list[str]:
-    """``name[label]`` for each element of a posterior variable (``name`` for a scalar)."""
-    shape = da.shape[2:]
+    ``lead`` is the number of leading dimensions that are not the variable's own
+    (``chain`` and ``draw`` in a posterior, none in a table of statistics). A vector is
+    labelled by its coordinate, an array by its indices.
+    """
+    shape = da.shape[lead:]
     if not shape:
         return [name]
     if len(shape) == 1:
-        return [f"{name}[{x}]" for x in da[da.dims[2]].values]
+        return [f"{name}[{x}]" for x in da[da.dims[lead]].values]
     return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(shape)]
 
 
@@ -77,15 +81,8 @@ def _flatten(ds) -> dict:
     """Map ``name[label]`` to value for every element of an xarray Dataset of statistics."""
     out = {}
     for name, da in ds.data_vars.items():
-        values = np.asarray(da.values)
-        if values.ndim == 0:
-            out[name] = float(values)
-            continue
-        if values.ndim == 1:
-            labels = [str(x) for x in da[da.dims[0]].values]
-        else:
-            labels = [",".join(map(str, idx)) for idx in np.ndindex(values.shape)]
-        out.update({f"{name}[{k}]": float(v) for k, v in zip(labels, values.ravel(), strict=True)})
+        values = np.asarray(da.values, dtype=float).ravel()
+        out.update(zip(_labels(name, da, lead=0), values.tolist(), strict=True))
     return out
 
 
