@@ -22,6 +22,7 @@ from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model import links
+from bayes_dualeval.model.inputs import ability_table
 from bayes_dualeval.model.likelihood import pair_win_probability
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
@@ -93,6 +94,7 @@ class FittedRun:
     model : DualEvalModel
         The recorded specification.
     theta : numpy.ndarray, shape (D, M)
+        The overall abilities.
     items : dict of str to numpy.ndarray or None
         ``b``, ``a``, ``c``, ``d`` of shape (D, Q), None where the specification has none
         (``a`` under 1pl, everything under Bradley-Terry).
@@ -103,6 +105,11 @@ class FittedRun:
         The arena likelihood fitted (None without arena data).
     decisive : Decisive or None
         The decisive pairs (pairs likelihood and Bradley-Terry).
+    theta_domain : numpy.ndarray of shape (D, M, K), or None
+        The abilities per item domain, which the items of each domain see instead of
+        ``theta`` (None: one ability per model); see :meth:`ability`.
+    item_domain : numpy.ndarray of shape (Q,), or None
+        Each item's column in the ability table (``Dataset.domain_index``).
     """
 
     dataset: Dataset
@@ -114,6 +121,8 @@ class FittedRun:
     use_static: bool
     arena: str | None
     decisive: Decisive | None
+    theta_domain: np.ndarray | None = None
+    item_domain: np.ndarray | None = None
 
     @property
     def n_draws(self) -> int:
@@ -124,6 +133,21 @@ class FittedRun:
     def link(self) -> links.Link:
         """The run's item response function."""
         return self.model.link
+
+    def ability(self, k: int, model: np.ndarray, item: np.ndarray) -> np.ndarray:
+        """The ability draw ``k`` gives each cell ``(model, item)``: its domain's, if any."""
+        if self.theta_domain is None:
+            return self.theta[k].take(model)
+        table = ability_table(self.theta[k], self.theta_domain[k])
+        return table[model, self.item_domain[item]]
+
+    def ability_mean(self, model: np.ndarray, item: np.ndarray) -> np.ndarray:
+        """Posterior mean ability of each cell ``(model, item)`` (float64; see :meth:`ability`)."""
+        theta = self.theta.mean(axis=0, dtype=np.float64)
+        if self.theta_domain is None:
+            return theta[model]
+        table = ability_table(theta, self.theta_domain.mean(axis=0, dtype=np.float64))
+        return table[model, self.item_domain[item]]
 
     def _item(self, name: str, k: int, item: np.ndarray, runs: tuple | None):
         """Item parameter ``name`` of draw ``k`` at the cells' items (None if absent)."""
@@ -146,7 +170,7 @@ class FittedRun:
         out = np.empty((len(d), len(model)), dtype=np.float32)
         for row, k in zip(out, d, strict=True):
             b, a = (self._item(name, k, item, runs) for name in ("b", "a"))
-            row[:] = links.eta(self.theta[k].take(model), b, a)
+            row[:] = links.eta(self.ability(k, model, item), b, a)
         return out
 
     def label_logodds(
@@ -268,4 +292,6 @@ def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -
         use_static=use_static,
         arena=arena,
         decisive=decisive,
+        theta_domain=_var(idata, "theta_domain"),
+        item_domain=dataset.domain_index if model.domain_abilities else None,
     )

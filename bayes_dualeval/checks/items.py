@@ -169,7 +169,7 @@ def key_correlation(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
     """
     ds = fit.dataset
     q, y = ds.static_item, ds.static_y.astype(np.float64)
-    theta = fit.theta.mean(axis=0, dtype=np.float64)[ds.static_model]
+    theta = fit.ability_mean(ds.static_model, ds.static_item)
     k = ds.n_items
 
     def total(w):

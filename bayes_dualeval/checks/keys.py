@@ -83,8 +83,8 @@ def key_evidence(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
     if fit.items["b"] is None or not len(ds.static_y):
         return evidence, np.full(k, np.nan)
     item, y = ds.static_item, ds.static_y.astype(np.float64)
-    ability = fit.theta.mean(axis=0, dtype=np.float64)
-    theta = (ability - ability.mean())[ds.static_model]
+    centre = fit.theta.mean(dtype=np.float64)  # domain deviations sum to zero over models
+    theta = fit.ability_mean(ds.static_model, item) - centre
     n = np.bincount(item, minlength=k)
     s = np.bincount(item, weights=y, minlength=k)
     varied = (n > 1) & (s > 0) & (s < n)

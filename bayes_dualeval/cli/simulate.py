@@ -63,6 +63,14 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     show_default=True,
     help="Slip 1 - d of static questions: their ceiling is 1 - slip (with --guess, a 4PL truth).",
 )
+@click.option(
+    "--domain-sd",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Spread of each model's ability deviation per domain (0: one ability per model; "
+    "truth.json then has theta_domain).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -78,6 +86,7 @@ def simulate(
     log_a,
     guess,
     slip,
+    domain_sd,
     seed,
     force,
 ):
@@ -107,6 +116,7 @@ def simulate(
         log_a_sd=log_a[1],
         guess=guess,
         slip=slip,
+        domain_sd=domain_sd,
         seed=seed,
     )
     for path in sim.write(out, static, arena, truth, force=force):

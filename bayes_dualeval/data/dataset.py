@@ -206,6 +206,20 @@ class Dataset:
         return len(self.items)
 
     @property
+    def domains(self) -> np.ndarray:
+        """The named item domains, sorted (items without one are not counted)."""
+        return np.asarray(sorted(set(self.item_domain.tolist()) - {""}), dtype=str)
+
+    @property
+    def domain_index(self) -> np.ndarray:
+        """Each item's index in :attr:`domains`; ``len(domains)`` where it has none (int32)."""
+        domains = self.domains
+        index = np.searchsorted(domains, self.item_domain)
+        known = index < len(domains)
+        known[known] = domains[index[known]] == self.item_domain[known]
+        return np.where(known, index, len(domains)).astype(np.int32)
+
+    @property
     def static_items(self) -> np.ndarray:
         """Indices of the static items."""
         return np.flatnonzero(self.item_kind == "static")

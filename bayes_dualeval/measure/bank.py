@@ -104,6 +104,12 @@ class Bank:
                 f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
                 f"this is {__version__}: fit the bank again"
             )
+        if model.domain_abilities:
+            raise InputError(
+                f"bank {run_dir} has an ability per item domain (abilities 'domain'); "
+                "scoring, short forms and adaptive tests measure one ability: fit the bank "
+                "with abilities 'single'"
+            )
         n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
         if n_draws < 2:
             raise InputError(

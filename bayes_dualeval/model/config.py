@@ -24,6 +24,7 @@ MODES = ("both", "static", "arena", "bt")
 ITEM_PRIORS = ("hierarchical", "independent")
 ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
 ARENA_LEVELS = ("mean", "none")
+ABILITIES = ("single", "domain")
 DEFAULT_MODEL = "dualeval-2pl"
 
 # allowed ranges of settings, as field metadata (read by the command line)
@@ -112,6 +113,13 @@ class ModelConfig:
         (hierarchical item prior; independent: ``c_q ~ Beta(m k, (1 - m) k)``).
     ceiling_mean, ceiling_strength, ceiling_spread : float
         4PL: the same for the upper asymptote ``d_q`` (around ``mu_d``).
+    abilities : {"single", "domain"}
+        One ability per model, or (``domain``) an overall ability plus a deviation per item
+        domain: ``theta_{i,d} = theta_i + delta_{i,d}``, the deviations of domain ``d``
+        summing to zero over models, with prior sd ``tau_d`` (see
+        :func:`bayes_dualeval.model.priors.domain_abilities`).
+    domain_scale : float
+        ``domain`` abilities: ``tau_d ~ HalfNormal(domain_scale)``.
     description : str
         One line on what the specification is for.
     """
@@ -180,6 +188,14 @@ class ModelConfig:
     ceiling_spread: float = _prior(
         0.3, "4PL, hierarchical: logit-scale sd of d_q around its level.", _POSITIVE
     )
+    abilities: str = _prior(
+        "single",
+        "One ability per model, or an overall ability plus a deviation per item domain.",
+        choices=ABILITIES,
+    )
+    domain_scale: float = _prior(
+        0.5, "Domain abilities: HalfNormal scale of each domain's spread tau_d.", _POSITIVE
+    )
     description: str = ""
 
     def __post_init__(self):
@@ -191,6 +207,11 @@ class ModelConfig:
                 if not math.isfinite(value):
                     raise ConfigError(f"{f.name} must be finite, got {value!r}")
         check_fields(self)
+        if self.abilities == "domain" and self.mode == "bt":
+            raise ConfigError(
+                "abilities 'domain' needs item parameters, and mode 'bt' has none: "
+                "use mode both, static or arena"
+            )
 
     def replace(self, **changes) -> ModelConfig:
         """A copy with some fields changed (``None`` values are ignored)."""

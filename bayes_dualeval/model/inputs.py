@@ -38,12 +38,17 @@ class ModelInputs:
 
     Attributes
     ----------
-    n_models, n_items, n_groups, n_level_groups, n_static_items, n_anchored : int
+    n_models, n_items, n_groups, n_level_groups, n_static_items, n_anchored, n_domains : int
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
-        anchored (marked by :attr:`b_anchored`).
+        anchored (marked by :attr:`b_anchored`), ``n_domains`` the item domains that have
+        abilities of their own (0 unless ``abilities = "domain"``).
     item_group : jax.Array of int32, shape (Q,)
+    item_domain : jax.Array of int32, shape (Q,)
+        Column of each item in the ability table (:func:`ability_at`): its domain, or
+        ``n_domains`` (the overall ability) for an item without one; all 0 under a
+        single ability.
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
     static_mask : jax.Array of float32, shape (S,)
@@ -93,7 +98,9 @@ class ModelInputs:
     n_level_groups: int
     n_static_items: int
     n_anchored: int
+    n_domains: int
     item_group: jax.Array
+    item_domain: jax.Array
     static_model: jax.Array
     static_item: jax.Array
     static_y: jax.Array
@@ -141,7 +148,10 @@ class ModelInputs:
         return self.arena_z.shape[0] > 0
 
 
-_META = ("n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored")
+_META = (
+    "n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored",
+    "n_domains",
+)  # fmt: skip
 jax.tree_util.register_dataclass(
     ModelInputs,
     data_fields=[f.name for f in dataclasses.fields(ModelInputs) if f.name not in _META],
@@ -249,6 +259,7 @@ def build_inputs(
         centred,
         arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
     )
+    n_domains, item_domain = _domains(dataset, config)
     inputs = ModelInputs(
         n_models=dataset.n_models,
         n_items=dataset.n_items,
@@ -256,7 +267,9 @@ def build_inputs(
         n_level_groups=n_level_groups,
         n_static_items=len(static_items),
         n_anchored=int(item_centring[2].sum()),
+        n_domains=n_domains,
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
+        item_domain=jnp.asarray(item_domain, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
         static_y=jnp.asarray(s_y),
@@ -279,3 +292,46 @@ def build_inputs(
         centring=jnp.asarray(item_centring),
     )
     return inputs, pairs
+
+
+def _domains(dataset: Dataset, config: ModelConfig) -> tuple[int, np.ndarray]:
+    """``n_domains`` and ``item_domain`` of :class:`ModelInputs` (see there).
+
+    Raises
+    ------
+    ConfigError
+        With ``abilities = "domain"``, when no fitted item names a domain.
+    """
+    if config.abilities != "domain":
+        return 0, np.zeros(dataset.n_items, np.int32)
+    if len(dataset.domains) == 0:
+        raise ConfigError(
+            "abilities 'domain' needs a domain per item, and no item in the data names one "
+            "(add a 'domain' or 'category' field to the input rows)"
+        )
+    return len(dataset.domains), dataset.domain_index
+
+
+def ability_at(theta, model, item, item_domain):
+    """The ability of each cell ``(model[k], item[k])`` (NumPy or JAX arrays).
+
+    ``theta`` is the abilities, shape (M,), or an ability table of shape (M, K + 1): one
+    column per domain and a last column, the overall ability, for items without a domain
+    (:func:`bayes_dualeval.model.priors.domain_abilities`); ``item_domain`` gives each
+    item's column (:attr:`ModelInputs.item_domain`).
+    """
+    if theta.ndim == 1:
+        return theta[model]
+    return theta[model, item_domain[item]]
+
+
+def ability_table(theta, theta_domain=None):
+    """The ability table ``[theta_domain, theta]`` of shape (..., M, K + 1), or ``theta``.
+
+    ``theta`` has shape (..., M) and ``theta_domain`` (..., M, K); without domain abilities
+    (None) the abilities are returned as they are. NumPy or JAX arrays.
+    """
+    if theta_domain is None:
+        return theta
+    xp = jnp if isinstance(theta_domain, jax.Array) else np
+    return xp.concatenate([theta_domain, theta[..., None]], axis=-1)

@@ -27,6 +27,7 @@ from bayes_dualeval.model.likelihood import (
 from bayes_dualeval.model.priors import (
     abilities,
     asymptotes,
+    domain_abilities,
     item_parameters,
     level_parameters,
     uses_level,
@@ -50,6 +51,8 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     Notes
     -----
     Sites: ``theta`` (plate ``model``, from ``theta_mean`` and ``theta_contrast``);
+    with domain abilities ``theta_domain`` (model x domain, from ``tau_domain`` and
+    ``delta_raw``), which the items of each domain read instead;
     ``a``, ``b`` (plate ``item``, deterministic, with raw sites ``b_raw``, ``log_a_raw``
     under the hierarchical prior); ``c``, ``d`` (3PL/4PL, from ``c_raw``, ``d_raw`` on
     plate ``static_item`` and levels ``mu_c``, ``mu_d``); group-level ``mu_b``,
@@ -59,6 +62,8 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     the arena term is the factor ``arena``.
     """
     theta, theta_mean, spread = abilities(inputs, config)
+    # the ability each item sees: theta, or a table of domain abilities (M, K + 1)
+    ability = domain_abilities(inputs, config, theta)
     a = b = gamma = sigma = level = None
     if config.mode != "bt":
         anchor = None
@@ -67,7 +72,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             gamma = numpyro.sample("gamma", dist.LogNormal(config.gamma_loc, config.gamma_scale))
             level = level_parameters(inputs, config)
             if level is not None:
-                anchor = (theta, gamma, level)
+                anchor = (ability, gamma, level)
         a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
         if inputs.has_static:
@@ -78,14 +83,14 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             ):
                 numpyro.sample(
                     "static_y",
-                    static_distribution(theta, a, b, inputs, c, d),
+                    static_distribution(ability, a, b, inputs, c, d),
                     obs=inputs.static_y,
                 )
         if not inputs.has_arena:
             return
         if config.arena_likelihood == "reward":
             sigma = numpyro.sample("sigma", dist.HalfNormal(config.sigma_scale))
-    numpyro.factor("arena", arena_total(theta, a, b, gamma, sigma, inputs, config, level))
+    numpyro.factor("arena", arena_total(ability, a, b, gamma, sigma, inputs, config, level))
 
 
 def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
@@ -102,6 +107,11 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
     names = ["theta_mean"]
     if inputs.n_models <= MAX_DENSE_MODELS:
         names.append("theta_contrast")
+    if inputs.n_domains:
+        # the spreads only: with the deviations in the dense block as well (33 coordinates
+        # on the bundled example) 300 warm-up iterations estimated it too poorly to mix
+        # (bulk ESS 11 of 1,200 draws), while on the diagonal they mix as the items do
+        names.append("tau_domain")
     if config.mode != "bt":
         if config.item_prior == "hierarchical":
             names += ["mu_b", "sigma_b"]

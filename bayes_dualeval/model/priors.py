@@ -17,7 +17,7 @@ from scipy.linalg import helmert
 
 from bayes_dualeval.model import anchoring, links
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.inputs import ModelInputs, ability_table
 
 
 def abilities(inputs: ModelInputs, config: ModelConfig):
@@ -47,6 +47,51 @@ def abilities(inputs: ModelInputs, config: ModelConfig):
         theta = numpyro.deterministic("theta", theta_mean + _helmert(m) @ z)
     spread = jnp.sqrt((jnp.sum(z**2) / scale**2 + 1.0) / m)
     return theta, theta_mean, spread
+
+
+def domain_abilities(inputs: ModelInputs, config: ModelConfig, theta):
+    """Abilities per item domain: ``theta_{i,d} = theta_i + delta_{i,d}``.
+
+    Used under ``abilities = "domain"``.
+
+    Each domain ``d`` has a spread ``tau_d ~ HalfNormal(domain_scale)``, and its deviations
+    are ``delta_{., d} = tau_d H u_d`` with ``u_d ~ Normal(0, I_{M-1})`` (site ``delta_raw``,
+    shape (M - 1, K)) and ``H`` the Helmert basis of the abilities: exactly
+    ``delta_{i,d} ~ Normal(0, tau_d)`` iid, restricted to sum to zero over models. That
+    restriction is the identification: a shift of every model's ability in a domain is a
+    shift of that domain's item difficulties, which belongs to the items; what remains,
+    a model's strength in a domain relative to the others, is the deviation. ``theta_i``
+    is then the centre the domain abilities shrink to: a domain with few items borrows
+    from it, one with many is free to differ by as much as ``tau_d`` allows, and ``tau_d``
+    is learned from how much models' domain abilities differ. The coordinates are
+    non-centred (``u``), which suits few models per domain.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+        ``n_domains`` (0: no domain abilities) and ``item_domain``.
+    config : ModelConfig
+    theta : jax.Array, shape (M,)
+        The overall abilities (:func:`abilities`).
+
+    Returns
+    -------
+    jax.Array
+        ``theta`` itself without domain abilities; otherwise the ability table of shape
+        (M, K + 1): the deterministic site ``theta_domain`` (M, K) and the overall
+        ability as the last column, for items without a domain
+        (:func:`~bayes_dualeval.model.inputs.ability_at`).
+    """
+    if inputs.n_domains == 0:
+        return theta
+    m, k = inputs.n_models, inputs.n_domains
+    with numpyro.plate("domain", k):
+        tau = numpyro.sample("tau_domain", dist.HalfNormal(config.domain_scale))
+        with numpyro.plate("domain_contrast", m - 1, dim=-2):
+            u = numpyro.sample("delta_raw", dist.Normal(0.0, 1.0))
+    delta = (_helmert(m) @ u) * tau
+    theta_domain = numpyro.deterministic("theta_domain", theta[:, None] + delta)
+    return ability_table(theta, theta_domain)
 
 
 def _helmert(m: int) -> np.ndarray:

@@ -60,6 +60,8 @@ def simulate(
     log_a_sd: float = 0.3,
     guess: float = 0.0,
     slip: float = 0.0,
+    domain_sd: float = 0.0,
+    domain_deviation=None,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -86,6 +88,13 @@ def simulate(
     guess, slip : float
         Static questions' guessing floor ``c`` (0.25 for four-option multiple choice) and
         slip ``1 - d``: a 3PL (``guess`` > 0) or 4PL (also ``slip`` > 0) truth.
+    domain_sd : float
+        Standard deviation of each model's ability deviation per domain (centred over models
+        within each domain): a model's ability on a domain's items is ``theta_i +
+        delta_{i,d}``. 0 (the default) gives one ability per model.
+    domain_deviation : array-like of shape (n_models, n_domains), optional
+        The deviations themselves (instead of drawing them with ``domain_sd``), e.g. a
+        specialist: zero everywhere but +2 for one model in one domain. Used as given.
     seed : int
         Seed of the NumPy generator.
 
@@ -97,7 +106,8 @@ def simulate(
         Rows in the arena input format plus ``domain``.
     truth : dict
         ``theta`` per model, ``a``/``b``/``kind`` per item id (as the loader names items),
-        ``gamma``, ``gamma_reward``, ``reward_noise`` and the settings.
+        ``gamma``, ``gamma_reward``, ``reward_noise`` and the settings; with domain
+        deviations also ``theta_domain`` (model -> domain -> ability).
     """
     if n_models < 2:
         raise InputError("need at least two models")
@@ -115,6 +125,7 @@ def simulate(
         DOMAIN_NAMES[d] if d < len(DOMAIN_NAMES) else f"domain{d + 1}" for d in range(n_domains)
     ]
     theta = rng.normal(0.0, 1.0, n_models)
+    deviation = _domain_deviation(rng, n_models, n_domains, domain_sd, domain_deviation)
 
     def items(n):
         b = rng.normal(0.0, 1.0, n)
@@ -125,9 +136,10 @@ def simulate(
     a_s, b_s, dom_s = items(n_static)
     a_r, b_r, dom_r = items(n_arena)
     floor, ceiling = (guess, 1.0 - slip) if guess or slip else (None, None)
-    p_s = links.probability(links.eta(theta[:, None], b_s, a_s), floor, ceiling)
+    p_s = links.probability(links.eta(_ability(theta, deviation, dom_s, domains), b_s, a_s),
+                            floor, ceiling)  # fmt: skip
     y = (rng.random(p_s.shape) < p_s).astype(int)
-    p_r = links.probability(links.eta(theta[:, None], b_r, a_r))
+    p_r = links.probability(links.eta(_ability(theta, deviation, dom_r, domains), b_r, a_r))
     offset = rng.normal(5.0, prompt_offset_sd, n_arena)
     reward = offset + gamma_reward * p_r + rng.normal(0.0, reward_noise, p_r.shape)
     keep_s = rng.random(y.shape) >= missing
@@ -192,7 +204,45 @@ def simulate(
             "seed": seed,
         },
     }
+    if deviation is not None:
+        truth["settings"]["domain_sd"] = domain_sd if domain_deviation is None else None
+        truth["theta_domain"] = {
+            name: {d: float(theta[i] + deviation[i, k]) for k, d in enumerate(domains)}
+            for i, name in enumerate(names)
+        }
     return static, arena, truth
+
+
+def _domain_deviation(rng, n_models, n_domains, sd, given):
+    """The models' ability deviations per domain (M, K), or None for one ability per model.
+
+    Drawn only when asked for, so that a seed without them gives the data it always gave.
+    """
+    if given is not None:
+        given = np.asarray(given, dtype=float)
+        if given.shape != (n_models, n_domains):
+            raise InputError(
+                f"domain_deviation must have shape ({n_models}, {n_domains}), got {given.shape}"
+            )
+        return given
+    if sd < 0:
+        raise InputError(f"domain_sd must be at least 0, got {sd}")
+    if sd == 0:
+        return None
+    deviation = rng.normal(0.0, sd, (n_models, n_domains))
+    return deviation - deviation.mean(axis=0)
+
+
+def _ability(theta, deviation, item_domain, domains) -> np.ndarray:
+    """Each model's ability on each item, (M, n); (M, 1) without deviations (broadcasts).
+
+    ``deviation`` has one column per entry of ``domains``, in that order.
+    """
+    if deviation is None:
+        return theta[:, None]
+    column = {d: k for k, d in enumerate(domains)}
+    index = np.array([column[d] for d in item_domain], dtype=int)
+    return theta[:, None] + deviation[:, index]
 
 
 def _within(labels: np.ndarray) -> np.ndarray:

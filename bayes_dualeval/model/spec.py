@@ -132,6 +132,21 @@ class DualEvalModel:
             return dataset.only("arena")
         return dataset
 
+    @property
+    def domain_abilities(self) -> bool:
+        """Whether each item domain has abilities of its own (``theta_domain``)."""
+        return self.config.abilities == "domain"
+
+    def abilities(self, draws: Mapping):
+        """The abilities the items see in ``draws``: ``theta`` or the ability table.
+
+        With domain abilities, ``[theta_domain, theta]`` of shape (..., M, K + 1)
+        (:func:`~bayes_dualeval.model.inputs.ability_table`), else ``theta``.
+        """
+        from bayes_dualeval.model.inputs import ability_table
+
+        return ability_table(draws["theta"], draws.get("theta_domain"))
+
     def item_parameters(self, draws: Mapping) -> dict:
         """The link's per-item arrays from ``draws`` (None where the link has none)."""
         return {
@@ -144,7 +159,8 @@ class DualEvalModel:
         from bayes_dualeval.model.likelihood import static_loglik
 
         par = self.item_parameters(draws)
-        return static_loglik(draws["theta"], par["a"], par["b"], inputs, par["c"], par["d"])
+        theta = self.abilities(draws)
+        return static_loglik(theta, par["a"], par["b"], inputs, par["c"], par["d"])
 
     def arena_loglik(self, draws: Mapping, inputs):
         """Arena log likelihood per item for one draw, shape (Q,)."""
@@ -152,6 +168,7 @@ class DualEvalModel:
 
         par = self.item_parameters(draws)
         return arena_loglik(
-            draws["theta"], par["a"], par["b"], draws.get("gamma", 1.0), draws.get("sigma", 1.0),
+            self.abilities(draws), par["a"], par["b"], draws.get("gamma", 1.0),
+            draws.get("sigma", 1.0),
             inputs, self.config, draws.get("level_c"),
         )  # fmt: skip

@@ -54,6 +54,9 @@ SITE_DIMS = {
     "mu_log_a": ("group",),
     "sigma_log_a": ("group",),
     "level_c": ("arena_source",),
+    "theta_domain": ("model", "domain"),
+    "delta_raw": ("contrast", "domain"),
+    "tau_domain": ("domain",),
 }
 #: Item labels kept as constant data; the first three also label the posterior's items.
 ITEM_LABELS = ("item_kind", "item_source", "item_domain", "item_group")
@@ -80,11 +83,13 @@ LOGLIK_UNIT_ATTR = "unit"
 #: Evaluations per compiled call of the pointwise log likelihood (bounds its memory).
 LOGLIK_CHUNK = 8_000_000
 #: Sites the pointwise log likelihood reads.
-LOGLIK_SITES = ("theta", "a", "b", "c", "d", "gamma", "sigma", "level_c")
+LOGLIK_SITES = ("theta", "theta_domain", "a", "b", "c", "d", "gamma", "sigma", "level_c")
 
 
-def _coords(dataset: Dataset) -> dict:
+def _coords(dataset: Dataset, samples: dict) -> dict:
+    domains = {"domain": dataset.domains} if "theta_domain" in samples else {}
     return {
+        **domains,
         "model": dataset.models,
         "item": dataset.items,
         "group": dataset.groups,
@@ -269,7 +274,7 @@ def to_inference_data(
             "item_domain": dataset.item_domain,
             "item_group": dataset.groups[dataset.item_group],
         },
-        coords=_coords(dataset),
+        coords=_coords(dataset, samples),
         dims={**dims, **observed_dims, **dict.fromkeys(ITEM_LABELS, ["item"])},
         posterior_attrs=DualEvalModel(config).to_attrs(),
     )

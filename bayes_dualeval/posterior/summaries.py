@@ -142,3 +142,120 @@ def pairwise(idata) -> pd.DataFrame:
     np.fill_diagonal(prob, np.nan)
     labels = np.asarray(idata.posterior["model"].values)[order]
     return pd.DataFrame(prob, index=pd.Index(labels, name="model"), columns=labels)
+
+
+def has_domain_abilities(idata) -> bool:
+    """Whether a run fitted an ability per item domain (``theta_domain`` in its posterior)."""
+    return "theta_domain" in idata.posterior
+
+
+def _domain_draws(idata) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Domain abilities centred over models (draws, M, K), the centred overall ones, domains.
+
+    The deviations of a domain sum to zero over models, so centring a domain's abilities
+    removes the same ``theta_mean`` as centring the overall ones: both are on the
+    leaderboard's scale.
+    """
+    theta = draws_of(idata, "theta_domain")
+    mean = draws_of(idata, "theta").mean(axis=1)
+    return (
+        theta - mean[:, None, None],
+        draws_of(idata, "theta_centred"),
+        np.asarray(idata.posterior["domain"].values).astype(str),
+    )
+
+
+def items_by_domain(dataset: Dataset) -> pd.DataFrame:
+    """Answered items per model and domain (static labels and arena rewards), models x domains."""
+    domain = dataset.domain_index
+    k = len(dataset.domains)
+    counts = np.zeros((dataset.n_models, k + 1), dtype=np.int64)
+    for model, item in (
+        (dataset.static_model, dataset.static_item),
+        (dataset.arena_model, dataset.arena_item),
+    ):
+        np.add.at(counts, (model, domain[item]), 1)
+    return pd.DataFrame(
+        counts[:, :k], index=pd.Index(dataset.models, name="model"), columns=dataset.domains
+    )
+
+
+def leaderboard_by_domain(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
+    """One leaderboard per item domain, from the domain abilities ``theta_domain``.
+
+    Columns: ``domain, rank, model, theta_mean, theta_sd, theta_lo, theta_hi, rank_mean,
+    rank_lo, rank_hi, p_top1, overall_rank, n_items, ci``: as :func:`leaderboard`, for the
+    ability in that domain (centred over models, on the leaderboard's scale) and the ranks
+    within the domain; ``overall_rank`` is the model's rank on the overall leaderboard
+    (by posterior mean) and ``n_items`` the domain's items the model answered. Domains in
+    name order, best model first within each.
+    """
+    theta, overall, domains = _domain_draws(idata)
+    models = np.asarray(idata.posterior["model"].values)
+    overall_rank = np.empty(len(models), dtype=int)
+    overall_rank[np.argsort(-overall.mean(axis=0), kind="stable")] = np.arange(1, len(models) + 1)
+    answered = items_by_domain(dataset).reindex(index=models, columns=domains, fill_value=0)
+    n = theta.shape[0]
+    parts = []
+    for k, domain in enumerate(domains):
+        t = theta[:, :, k]
+        r = ranks(t)
+        mean = t.mean(axis=0)
+        order = np.argsort(-mean, kind="stable")
+        lo, hi = interval(t, ci)
+        rlo, rhi = interval(r.astype(float), ci)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "domain": domain,
+                    "rank": np.arange(1, len(order) + 1),
+                    "model": models[order],
+                    "theta_mean": mean[order],
+                    "theta_sd": t.std(axis=0, ddof=1)[order] if n > 1 else np.nan,
+                    "theta_lo": lo[order],
+                    "theta_hi": hi[order],
+                    "rank_mean": r.mean(axis=0)[order],
+                    "rank_lo": rlo[order],
+                    "rank_hi": rhi[order],
+                    "p_top1": (r == 1).mean(axis=0)[order] if n > 1 else np.nan,
+                    "overall_rank": overall_rank[order],
+                    "n_items": answered[domain].to_numpy()[order],
+                }
+            )
+        )
+    table = pd.concat(parts, ignore_index=True)
+    table["ci"] = ci if n > 1 else np.nan
+    return table
+
+
+def domain_deviations(idata, *, ci: float = 0.95) -> pd.DataFrame:
+    """How far each model's domain ability lies from its overall ability.
+
+    Columns: ``model, domain, deviation_mean, deviation_lo, deviation_hi, p_above,
+    specialist, ci``: the deviation ``theta_{i,d} - theta_i`` (posterior mean and
+    equal-tailed interval), the posterior probability that it is positive, and
+    ``specialist``: ``"stronger"`` or ``"weaker"`` where the interval excludes zero (the
+    model is credibly better or worse in that domain than overall), else empty. Largest
+    deviations first.
+    """
+    theta, overall, domains = _domain_draws(idata)
+    dev = theta - overall[:, :, None]
+    models = np.asarray(idata.posterior["model"].values)
+    lo, hi = interval(dev, ci)
+    mean = dev.mean(axis=0)
+    label = np.where(lo > 0, "stronger", np.where(hi < 0, "weaker", ""))
+    m, k = mean.shape
+    table = pd.DataFrame(
+        {
+            "model": np.repeat(models, k),
+            "domain": np.tile(domains, m),
+            "deviation_mean": mean.ravel(),
+            "deviation_lo": lo.ravel(),
+            "deviation_hi": hi.ravel(),
+            "p_above": (dev > 0).mean(axis=0).ravel(),
+            "specialist": label.ravel(),
+        }
+    )
+    table["ci"] = ci if dev.shape[0] > 1 else np.nan
+    order = np.argsort(-np.abs(table["deviation_mean"].to_numpy()), kind="stable")
+    return table.iloc[order].reset_index(drop=True)

@@ -19,7 +19,13 @@ from bayes_dualeval.checks.benchmark_audit import benchmark_audit
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.model.spec import DualEvalModel
-from bayes_dualeval.posterior.summaries import leaderboard, pairwise
+from bayes_dualeval.posterior.summaries import (
+    domain_deviations,
+    has_domain_abilities,
+    leaderboard,
+    leaderboard_by_domain,
+    pairwise,
+)
 from bayes_dualeval.runs.fit import FitResult, write_diagnostics, write_run
 from bayes_dualeval.runs.selection import ANOMALY_TOP, anomaly_rows, select_anomalies
 
@@ -37,7 +43,10 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     run once, on the run's own pairs and seed, and the item table reuses them. Tables:
     ``leaderboard`` (with the run's convergence verdict as a ``converged`` column, so a
     table copied out of the run folder still says when its intervals cannot be trusted),
-    ``pairwise``, ``items``, ``anomalies`` (the cell table, most surprising first: every
+    ``pairwise``, with domain abilities ``leaderboard_by_domain`` and ``domain_deviations``
+    (:func:`~bayes_dualeval.posterior.summaries.leaderboard_by_domain`,
+    :func:`~bayes_dualeval.posterior.summaries.domain_deviations`), ``items``,
+    ``anomalies`` (the cell table, most surprising first: every
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
     static data or arena rewards, ``contamination`` (one row per model and benchmark, and
@@ -87,7 +96,14 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
         ),
         "anomalies": flagged,
     }
-    if any(DualEvalModel(result.config).item_kinds(dataset)):
+    if has_domain_abilities(idata):
+        by_domain = leaderboard_by_domain(idata, dataset, ci=ci)
+        by_domain["converged"] = pd.array([result.converged] * len(by_domain), dtype="boolean")
+        result.tables["leaderboard_by_domain"] = by_domain
+        result.tables["domain_deviations"] = domain_deviations(idata, ci=ci)
+    # the benchmark audit asks whether a model did better on a benchmark than its one
+    # ability predicts; with domain abilities that question is the domain deviations'
+    if any(DualEvalModel(result.config).item_kinds(dataset)) and not has_domain_abilities(idata):
         result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bayes_dualeval.report.panels import checks, diagnostics, flagged, items, rankings, run
+from bayes_dualeval.report.panels import (
+    checks,
+    diagnostics,
+    domains,
+    flagged,
+    items,
+    rankings,
+    run,
+)
 from bayes_dualeval.report.panels.header import header
 
 
@@ -43,6 +51,8 @@ PANELS = (
     Panel("leaderboard", "Leaderboard", rankings.leaderboard),
     Panel("abilities", "Abilities", rankings.abilities, ("forest",)),
     Panel("ranks", "Rank probabilities", rankings.rank_probabilities, ("rank_heatmap",)),
+    Panel("domains", "Abilities by domain", domains.abilities_by_domain,
+          ("domain_heatmap", "domain_wright")),
     Panel("wright", "Wright map", items.wright, ("wright_map",)),
     Panel("icc", "Item characteristic curves", items.curves, ("icc",)),
     Panel("items", "Difficulty and discrimination", items.difficulty_discrimination,

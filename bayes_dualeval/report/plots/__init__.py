@@ -4,13 +4,15 @@ Every function takes plain tables or arrays (never an ``InferenceData``), so a f
 be redrawn from the CSV tables of a run. Heights grow with the number of rows, so a
 leaderboard of 100 models stays readable; long labels are shortened with an ellipsis
 (the tables keep the full names). Modules by subject: :mod:`.abilities`, :mod:`.items`,
-:mod:`.checks`, :mod:`.diagnostics`, :mod:`.flagged`; :mod:`.base` holds what they share.
+:mod:`.checks`, :mod:`.diagnostics`, :mod:`.domains`, :mod:`.flagged`; :mod:`.base` holds
+what they share.
 """
 
 from bayes_dualeval.report.plots.abilities import forest, rank_heatmap
 from bayes_dualeval.report.plots.base import LABEL_CHARS, MAX_POINTS, short, subset, to_png
 from bayes_dualeval.report.plots.checks import calibration, observed_vs_replicated
 from bayes_dualeval.report.plots.diagnostics import loss_trace, rank_plots, rhat_ess
+from bayes_dualeval.report.plots.domains import domain_heatmap, domain_wright
 from bayes_dualeval.report.plots.flagged import item_patterns
 from bayes_dualeval.report.plots.items import difficulty_discrimination, item_curves, wright_map
 
@@ -19,6 +21,8 @@ __all__ = [
     "MAX_POINTS",
     "calibration",
     "difficulty_discrimination",
+    "domain_heatmap",
+    "domain_wright",
     "forest",
     "item_curves",
     "item_patterns",
