@@ -221,4 +221,4 @@ def test_one_ability_runs_have_no_domain_section(tmp_path):
     assert not (tmp_path / "run" / "leaderboard_by_domain.csv").exists()
     report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     section = report.split("## Abilities by domain", 1)[1].split("\n## ", 1)[0]
-    assert "--abilities domain" in section
+    assert "abilities='domain'" in section

@@ -80,13 +80,29 @@ def _run_option(*decls, **kwargs):
     is_flag=True,
     help="Do not read or write JAX's compilation cache (see docs/performance.md).",
 )
+@_run_option(
+    "--holdout",
+    type=click.FloatRange(0, 0.5, max_open=False),
+    default=0.0,
+    show_default=True,
+    help="Share of the cells to leave out of the fit and predict: their log score and AUC "
+    "go to diagnostics.json, each cell to holdout.csv.",
+)
+@_run_option(
+    "--holdout-seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the held-out split (runs of other models with the same seed hold out the "
+    "same cells).",
+)
 @fit_anomalies_option
 @_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @clean_errors
 def fit(
-    data, model_name, ci, out, device, no_compile_cache, anomalies, no_report, quiet,
-    reward_norm, skip_invalid, **fields,
+    data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, anomalies,
+    no_report, quiet, reward_norm, skip_invalid, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -130,7 +146,9 @@ def fit(
     timings = {"data": round(time.perf_counter() - start, 3)}
     say(ds.summary(), quiet)
     say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
-    result = run_fit(ds, config, settings, timings=timings)
+    result = run_fit(
+        ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed
+    )
     cut = result.diagnostics["sampler_info"].get("interrupted_round")
     if cut:
         click.secho(
@@ -187,6 +205,9 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
         f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s"
         f"{_cache_words(t.get('compile_cache'))}, sampling {t.get('sampling', 0):.1f}s"
     )
+    held = result.diagnostics.get("holdout")
+    if held:
+        click.echo(holdout_line(held))
     click.echo(f"wrote {run_dir}")
     conv = result.convergence
     for problem in conv.problems:
@@ -201,6 +222,23 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="red",
         )
+
+
+def holdout_line(held: dict) -> str:
+    """One line of the held-out scores (``diagnostics["holdout"]``)."""
+    parts = []
+    if "static" in held:
+        s = held["static"]
+        parts.append(
+            f"{s['cells']:,} static labels (log score {s['log_score']:.3f}, AUC {s['auc']:.3f})"
+        )
+    if "arena" in held:
+        a = held["arena"]
+        parts.append(
+            f"{a['cells']:,} arena rewards in {a['pairs']:,} pairs (log score "
+            f"{a['log_score']:.3f}, AUC {a['auc']:.3f})"
+        )
+    return f"held out {held['share']:.0%}: " + "; ".join(parts)
 
 
 def _cache_words(verdict: str | None) -> str:

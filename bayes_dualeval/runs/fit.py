@@ -71,6 +71,10 @@ class FitResult:
         The posterior predictive checks at level ``ci``.
     tables : dict of str to pandas.DataFrame
         ``leaderboard``, ``pairwise``, ``items`` and ``anomalies`` at level ``ci``.
+    holdout : pandas.DataFrame or None
+        With ``fit(..., holdout=F)``: the held-out cells and their predictions
+        (:func:`~bayes_dualeval.checks.holdout.holdout_scores`; ``holdout.csv``), their
+        scores in ``diagnostics["holdout"]``.
     """
 
     dataset: Dataset
@@ -83,6 +87,7 @@ class FitResult:
     ci: float | None = None
     ppc: PPC | None = None
     tables: dict = field(default_factory=dict)
+    holdout: pd.DataFrame | None = None
 
     @property
     def converged(self) -> bool | None:
@@ -127,6 +132,8 @@ def fit(
     settings: SamplerSettings | None = None,
     *,
     timings: dict | None = None,
+    holdout: float = 0.0,
+    holdout_seed: int = 0,
 ) -> FitResult:
     """Fit the model to a dataset.
 
@@ -139,6 +146,11 @@ def fit(
         Defaults to NUTS, 4 chains, 400 warm-up and 1000 kept draws.
     timings : dict, optional
         Earlier timings (e.g. ``data``) to record alongside this fit's.
+    holdout : float
+        Share of the cells to leave out of the fit and predict afterwards (0: none;
+        :func:`~bayes_dualeval.data.holdout.hold_out`, split seeded by ``holdout_seed``,
+        not by the sampler's seed, so runs of other models hold out the same cells).
+    holdout_seed : int
 
     Returns
     -------
@@ -161,6 +173,11 @@ def fit(
     release_if_crowded()
     timings = dict(timings or {})
     dataset = DualEvalModel(config).fitted_data(dataset)
+    held = None
+    if holdout:
+        from bayes_dualeval.data.holdout import hold_out
+
+        dataset, held = hold_out(dataset, holdout, holdout_seed)
     start = time.perf_counter()
     centred = settings.centring if settings.sampler == "nuts" else "none"
     inputs, pairs = build_inputs(dataset, config, centred=centred)
@@ -209,7 +226,14 @@ def fit(
     }
     if "losses" in draws.info:
         diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
-    return FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
+    result = FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
+    if held is not None:
+        from bayes_dualeval.checks.holdout import holdout_scores
+
+        start = time.perf_counter()
+        diagnostics["holdout"], result.holdout = holdout_scores(idata, dataset, pairs, held)
+        timings["holdout"] = round(time.perf_counter() - start, 3)
+    return result
 
 
 def _interrupted(conv: Convergence, info: dict) -> Convergence:

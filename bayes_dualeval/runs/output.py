@@ -96,6 +96,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
         ),
         "anomalies": flagged,
     }
+    if result.holdout is not None:
+        result.tables["holdout"] = result.holdout
     if has_domain_abilities(idata):
         by_domain = leaderboard_by_domain(idata, dataset, ci=ci)
         by_domain["converged"] = pd.array([result.converged] * len(by_domain), dtype="boolean")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.report import plots
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import Markup, num
@@ -11,8 +12,8 @@ from bayes_dualeval.report.markup import Markup, num
 #: Rows of the specialists table (the largest credible deviations).
 MAX_SPECIALISTS = 30
 SINGLE = (
-    "Skipped: this run fits one ability per model (fit with --abilities domain for an "
-    "ability per item domain)."
+    "Skipped: this run fits one ability per model (fit with "
+    f"{setting('abilities', 'domain')} for an ability per item domain)."
 )
 
 
