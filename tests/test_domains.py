@@ -25,6 +25,7 @@ from bayes_dualeval.model.joint import dualeval_model, global_sites
 from bayes_dualeval.model.likelihood import arena_loglik
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.runs.compare import compare_runs
 
 DOMAIN = ModelConfig(abilities="domain")
 
@@ -129,13 +130,13 @@ SPECIALIST, STRONG_DOMAIN = 4, 1  # the model ranked 5th of 10 overall; "math" (
 
 @pytest.fixture(scope="module")
 def specialist_run(tmp_path_factory):
-    """A planted specialist, fitted once through ``fit`` (static only: 270 questions)."""
+    """A planted specialist, fitted once through ``fit`` (static only: 360 questions)."""
     root = tmp_path_factory.mktemp("domains")
     rng = np.random.default_rng(11)
     deviation = rng.normal(0.0, 0.3, (N_MODELS, 3))
     deviation -= deviation.mean(axis=0)
     static, arena, truth = simulate(
-        N_MODELS, 270, 0, n_domains=3, seed=11, domain_deviation=deviation
+        N_MODELS, 360, 0, n_domains=3, seed=11, domain_deviation=deviation
     )
     # make the fifth-best model average overall and +2 in one domain
     names = list(truth["theta"])
@@ -146,18 +147,24 @@ def specialist_run(tmp_path_factory):
     deviation[index, STRONG_DOMAIN] = 2.0
     deviation -= deviation.mean(axis=0)
     static, arena, truth = simulate(
-        N_MODELS, 270, 0, n_domains=3, seed=11, domain_deviation=deviation
+        N_MODELS, 360, 0, n_domains=3, seed=11, domain_deviation=deviation
     )
     (root / "data").mkdir()
     static.to_json(root / "data" / "static.jsonl", orient="records", lines=True)
     out = root / "run"
+    printed = _nuts(root / "data", out, "--abilities", "domain")
+    assert "best by domain (leaderboard_by_domain.csv): " in printed
+    return out, truth, spec
+
+
+def _nuts(data, out, *extra):
     result = CliRunner().invoke(
         cli,
-        ["fit", str(root / "data"), "--abilities", "domain", "--chains", "2", "--warmup",
-         "300", "--draws", "300", "--extend", "0", "--seed", "3", "--out", str(out), "-q"],
+        ["fit", str(data), "--chains", "2", "--warmup", "300", "--draws", "300", "--extend",
+         "0", "--seed", "3", "--out", str(out), "-q", *extra],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return out, truth, spec
+    return result.output
 
 
 def test_the_specialist_leads_its_domain_only(specialist_run):
@@ -177,7 +184,7 @@ def test_the_specialist_leads_its_domain_only(specialist_run):
         true = [truth["theta_domain"][m][domain] for m in rows["model"]]
         assert spearmanr(rows["theta_mean"], true).statistic >= 0.85, domain
     # items answered per model and domain, and the overall rank from leaderboard.csv
-    assert set(board["n_items"]) == {90}
+    assert set(board["n_items"]) == {120}
     overall = pd.read_csv(out / "leaderboard.csv").set_index("model")["rank"]
     np.testing.assert_array_equal(board["overall_rank"], overall[board["model"]].to_numpy())
     # the deviations table calls the specialist stronger where it is
@@ -222,3 +229,15 @@ def test_one_ability_runs_have_no_domain_section(tmp_path):
     report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     section = report.split("## Abilities by domain", 1)[1].split("\n## ", 1)[0]
     assert "abilities='domain'" in section
+
+
+def test_compare_prefers_domain_abilities_on_a_panel_with_a_specialist(specialist_run):
+    """PSIS-LOO over the same static labels: the specialist's domain is what one ability misses."""
+    out, _, _ = specialist_run
+    one = out.parent / "one"
+    _nuts(out.parent / "data", one, "--no-report")
+    table = compare_runs([one, out])
+    best = table.iloc[0]
+    assert best["run"] == str(out)
+    assert table.iloc[1]["elpd_diff"] > 2 * table.iloc[1]["dse"]
+    assert bool(best["preferred"])

@@ -205,6 +205,9 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
         f"time: data {t.get('data', 0):.1f}s, compile {t.get('compile', 0):.1f}s"
         f"{_cache_words(t.get('compile_cache'))}, sampling {t.get('sampling', 0):.1f}s"
     )
+    by_domain = getattr(result, "tables", {}).get("leaderboard_by_domain")
+    if by_domain is not None:
+        click.echo(best_by_domain(by_domain))
     held = result.diagnostics.get("holdout")
     if held:
         click.echo(holdout_line(held))
@@ -222,6 +225,17 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="red",
         )
+
+
+def best_by_domain(by_domain) -> str:
+    """One line naming the best model of each domain and its probability of being best."""
+    first = by_domain[by_domain["rank"] == 1]
+    parts = [
+        f"{row.domain}: {row.model}"
+        + ("" if row.p_top1 != row.p_top1 else f" (P(best) {row.p_top1:.2f})")
+        for row in first.itertuples()
+    ]
+    return "best by domain (leaderboard_by_domain.csv): " + "; ".join(parts)
 
 
 def holdout_line(held: dict) -> str:

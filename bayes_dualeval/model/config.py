@@ -119,7 +119,8 @@ class ModelConfig:
         summing to zero over models, with prior sd ``tau_d`` (see
         :func:`bayes_dualeval.model.priors.domain_abilities`).
     domain_scale : float
-        ``domain`` abilities: ``tau_d ~ HalfNormal(domain_scale)``.
+        ``domain`` abilities: ``tau_d ~ LogNormal(log(domain_scale), 0.5)``, so
+        ``domain_scale`` is the prior median of a domain's spread (zero-avoiding).
     description : str
         One line on what the specification is for.
     """
@@ -194,7 +195,7 @@ class ModelConfig:
         choices=ABILITIES,
     )
     domain_scale: float = _prior(
-        0.5, "Domain abilities: HalfNormal scale of each domain's spread tau_d.", _POSITIVE
+        0.5, "Domain abilities: prior median of each domain's spread tau_d.", _POSITIVE
     )
     description: str = ""
 

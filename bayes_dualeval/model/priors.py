@@ -54,7 +54,9 @@ def domain_abilities(inputs: ModelInputs, config: ModelConfig, theta):
 
     Used under ``abilities = "domain"``.
 
-    Each domain ``d`` has a spread ``tau_d ~ HalfNormal(domain_scale)``, and its deviations
+    Each domain ``d`` has a spread ``tau_d ~ LogNormal(log(domain_scale), 0.5)`` (zero-avoiding,
+    like ``sigma_log_a``: with it pressed against zero the deviations and the item scales
+    mixed slowly where models do not differ by domain), and its deviations
     are ``delta_{., d} = tau_d H u_d`` with ``u_d ~ Normal(0, I_{M-1})`` (site ``delta_raw``,
     shape (M - 1, K)) and ``H`` the Helmert basis of the abilities: exactly
     ``delta_{i,d} ~ Normal(0, tau_d)`` iid, restricted to sum to zero over models. That
@@ -86,7 +88,7 @@ def domain_abilities(inputs: ModelInputs, config: ModelConfig, theta):
         return theta
     m, k = inputs.n_models, inputs.n_domains
     with numpyro.plate("domain", k):
-        tau = numpyro.sample("tau_domain", dist.HalfNormal(config.domain_scale))
+        tau = numpyro.sample("tau_domain", dist.LogNormal(jnp.log(config.domain_scale), 0.5))
         with numpyro.plate("domain_contrast", m - 1, dim=-2):
             u = numpyro.sample("delta_raw", dist.Normal(0.0, 1.0))
     delta = (_helmert(m) @ u) * tau
