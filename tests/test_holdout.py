@@ -66,7 +66,7 @@ def _fit(folder, data_dir, *extra):
     result = CliRunner().invoke(
         cli,
         ["fit", str(data_dir), "--sampler", "map", "--holdout", "0.25", "--out", str(folder),
-         "--no-report", "-q", *extra],
+         "-q", *extra],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     return json.loads((folder / "diagnostics.json").read_text())["holdout"]
@@ -110,6 +110,8 @@ def test_holdout_scores_the_cells_left_out(specialist_data, tmp_path):
     assert held["static"]["log_score"] > np.log(0.5)
     shuffled = np.random.default_rng(0).permutation(y)
     assert auc(p, shuffled > 0.5) < held["static"]["auc"] - 0.15
+    printed = [line for line in result_lines(tmp_path / "one") if "held-out cells" in line]
+    assert printed and f"{held['static']['cells']:,} static labels" in printed[0]
     # none of the held-out cells was fitted: the run's data lack them
     fitted = pd.read_csv(tmp_path / "one" / "items.csv")
     assert len(fitted) > 0
@@ -126,3 +128,8 @@ def test_domain_abilities_predict_held_out_cells_better_when_models_differ_by_do
     assert one["static"]["cells"] == domain["static"]["cells"]  # the same cells held out
     assert domain["static"]["log_score"] > one["static"]["log_score"] + 0.02
     assert domain["static"]["auc"] > one["static"]["auc"]
+
+
+def result_lines(run):
+    """The report's Markdown lines (the run details list the held-out scores)."""
+    return (run / "report.md").read_text(encoding="utf-8").splitlines()

@@ -10,6 +10,24 @@ from bayes_dualeval.report.markup import Markup
 VERSIONS = ("bayes_dualeval", "python", "jax", "numpyro", "arviz")
 
 
+def held_out_text(held: dict) -> str:
+    """The held-out scores (``diagnostics["holdout"]``) in words."""
+    parts = [f"{held['share']:.0%} of the cells left out of the fit (split seed {held['seed']})"]
+    if "static" in held:
+        s = held["static"]
+        parts.append(
+            f"{s['cells']:,} static labels: log score {s['log_score']:.3f} (a coin: -0.693), "
+            f"Brier {s['brier']:.3f}, AUC {s['auc']:.3f}"
+        )
+    if "arena" in held:
+        a = held["arena"]
+        parts.append(
+            f"{a['cells']:,} arena rewards in {a['pairs']:,} pairs: log score "
+            f"{a['log_score']:.3f}, AUC {a['auc']:.3f}"
+        )
+    return "; ".join(parts)
+
+
 def run_details(doc: Markup, ctx: ReportContext) -> None:
     """What was fitted, to what, how long it took and with which packages."""
     d = ctx.diagnostics
@@ -35,6 +53,8 @@ def run_details(doc: Markup, ctx: ReportContext) -> None:
             f"decisive, {p.get('pairs_both_bad')} both-bad, "
             f"{p.get('pairs_tie')} ties"
         )
+    if d.get("holdout"):
+        facts["held-out cells"] = held_out_text(d["holdout"])
     if d.get("timings"):
         t = d["timings"]
         cache = ("compile_cache", "cache_hits", "cache_misses")
