@@ -81,6 +81,32 @@ def observed_by_model(dataset: Dataset) -> pd.DataFrame:
         )
 
 
+def _ranking(theta: np.ndarray, models: np.ndarray, ci: float) -> tuple[np.ndarray, dict]:
+    """The order of models by posterior mean ability (best first) and the ranking columns.
+
+    ``rank, model, theta_mean, theta_sd, theta_lo, theta_hi, rank_mean, rank_lo, rank_hi,
+    p_top1``, in that order, from draws ``theta`` of shape (draws, models).
+    """
+    n = theta.shape[0]
+    r = ranks(theta)
+    mean = theta.mean(axis=0)
+    order = np.argsort(-mean, kind="stable")
+    lo, hi = interval(theta, ci)
+    rlo, rhi = interval(r.astype(float), ci)
+    return order, {
+        "rank": np.arange(1, len(order) + 1),
+        "model": models[order],
+        "theta_mean": mean[order],
+        "theta_sd": theta.std(axis=0, ddof=1)[order] if n > 1 else np.nan,
+        "theta_lo": lo[order],
+        "theta_hi": hi[order],
+        "rank_mean": r.mean(axis=0)[order],
+        "rank_lo": rlo[order],
+        "rank_hi": rhi[order],
+        "p_top1": (r == 1).mean(axis=0)[order] if n > 1 else np.nan,
+    }
+
+
 def leaderboard(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
     """One row per model, best first.
 
@@ -92,11 +118,7 @@ def leaderboard(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
     told apart (``p_beats_next`` below ``ci``).
     """
     theta = draws_of(idata, "theta_centred")
-    r = ranks(theta)
-    mean = theta.mean(axis=0)
-    order = np.argsort(-mean, kind="stable")
-    lo, hi = interval(theta, ci)
-    rlo, rhi = interval(r.astype(float), ci)
+    order, columns = _ranking(theta, np.asarray(idata.posterior["model"].values), ci)
     n = theta.shape[0]
     beats_next = np.full(len(order), np.nan)
     if n > 1:
@@ -104,16 +126,7 @@ def leaderboard(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFrame:
     obs = observed_by_model(dataset).reindex(idata.posterior["model"].values)
     table = pd.DataFrame(
         {
-            "rank": np.arange(1, len(order) + 1),
-            "model": np.asarray(idata.posterior["model"].values)[order],
-            "theta_mean": mean[order],
-            "theta_sd": theta.std(axis=0, ddof=1)[order] if n > 1 else np.nan,
-            "theta_lo": lo[order],
-            "theta_hi": hi[order],
-            "rank_mean": r.mean(axis=0)[order],
-            "rank_lo": rlo[order],
-            "rank_hi": rhi[order],
-            "p_top1": (r == 1).mean(axis=0)[order] if n > 1 else np.nan,
+            **columns,
             "p_beats_next": beats_next,
             "static_accuracy": obs["static_accuracy"].to_numpy()[order],
             "mean_reward_z": obs["mean_reward_z"].to_numpy()[order],
@@ -198,26 +211,12 @@ def leaderboard_by_domain(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.Da
     n = theta.shape[0]
     parts = []
     for k, domain in enumerate(domains):
-        t = theta[:, :, k]
-        r = ranks(t)
-        mean = t.mean(axis=0)
-        order = np.argsort(-mean, kind="stable")
-        lo, hi = interval(t, ci)
-        rlo, rhi = interval(r.astype(float), ci)
+        order, columns = _ranking(theta[:, :, k], models, ci)
         parts.append(
             pd.DataFrame(
                 {
                     "domain": domain,
-                    "rank": np.arange(1, len(order) + 1),
-                    "model": models[order],
-                    "theta_mean": mean[order],
-                    "theta_sd": t.std(axis=0, ddof=1)[order] if n > 1 else np.nan,
-                    "theta_lo": lo[order],
-                    "theta_hi": hi[order],
-                    "rank_mean": r.mean(axis=0)[order],
-                    "rank_lo": rlo[order],
-                    "rank_hi": rhi[order],
-                    "p_top1": (r == 1).mean(axis=0)[order] if n > 1 else np.nan,
+                    **columns,
                     "overall_rank": overall_rank[order],
                     "n_items": answered[domain].to_numpy()[order],
                 }
