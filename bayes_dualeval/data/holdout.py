@@ -126,13 +126,11 @@ def hold_out(dataset: Dataset, share: float, seed: int = 0) -> tuple[Dataset, He
 def _keep(rng, item: np.ndarray, n_items: int, share: float) -> np.ndarray:
     """Which cells to fit: a random ``1 - share``, topped up to :data:`MIN_KEPT` per item."""
     keep = rng.random(len(item)) >= share
-    short = np.bincount(item[keep], minlength=n_items) < MIN_KEPT
-    if short.any():
-        # put held-out cells of short items back, in a random order, until each has enough
-        order = rng.permutation(np.flatnonzero(~keep & short[item]))
-        kept = np.bincount(item[keep], minlength=n_items)
-        for k in order:
-            if kept[item[k]] < MIN_KEPT:
-                keep[k] = True
-                kept[item[k]] += 1
+    need = MIN_KEPT - np.bincount(item[keep], minlength=n_items)
+    # put held-out cells of short items back, in a random order, until each has enough:
+    # the first ``need`` of each item's held-out cells once shuffled and grouped by item
+    held = rng.permutation(np.flatnonzero(~keep & (need[item] > 0)))
+    held = held[np.argsort(item[held], kind="stable")]
+    starts = np.searchsorted(item[held], item[held], side="left")
+    keep[held[np.arange(len(held)) - starts < need[item[held]]]] = True
     return keep

@@ -240,9 +240,7 @@ def _ability(theta, deviation, item_domain, domains) -> np.ndarray:
     """
     if deviation is None:
         return theta[:, None]
-    column = {d: k for k, d in enumerate(domains)}
-    index = np.array([column[d] for d in item_domain], dtype=int)
-    return theta[:, None] + deviation[:, index]
+    return theta[:, None] + deviation[:, pd.Index(domains).get_indexer(item_domain)]
 
 
 def _within(labels: np.ndarray) -> np.ndarray:

@@ -46,22 +46,21 @@ def domain_heatmap(
     matplotlib.figure.Figure
     """
     models = list(board["model"])
-    domains = list(pd.unique(by_domain["domain"]))
-    table = by_domain.set_index(["model", "domain"])
-    columns = ["overall", *domains]
-    mean = np.full((len(models), len(columns)), np.nan)
-    text = np.full(mean.shape, "", dtype=object)
+    columns = ["overall", *pd.unique(by_domain["domain"])]
+    cells = pd.concat([board.assign(domain="overall"), by_domain], ignore_index=True)
+
+    def wide(value):  # models (overall order) x columns
+        return (
+            cells.pivot(index="model", columns="domain", values=value)
+            .reindex(index=models, columns=columns)
+            .to_numpy(float)
+        )
+
+    mean, rank, lo, hi = (wide(v) for v in ("theta_mean", "rank", "theta_lo", "theta_hi"))
     with_interval = ci is not None and finite(board["theta_lo"].to_numpy(float))
-    for i, model in enumerate(models):
-        row = board.iloc[i]
-        mean[i, 0] = row["theta_mean"]
-        text[i, 0] = _cell(row["theta_mean"], i + 1, row["theta_lo"], row["theta_hi"],
-                           with_interval)  # fmt: skip
-        for j, domain in enumerate(domains, start=1):
-            cell = table.loc[(model, domain)]
-            mean[i, j] = cell["theta_mean"]
-            text[i, j] = _cell(cell["theta_mean"], int(cell["rank"]), cell["theta_lo"],
-                               cell["theta_hi"], with_interval)  # fmt: skip
+    text = np.vectorize(lambda m, r, a, b: _cell(m, int(r), a, b, with_interval), otypes=[object])(
+        mean, rank, lo, hi
+    )
     n = len(models)
     per = 0.42 if with_interval else 0.3
     fig = figure(2.2 + 1.45 * len(columns), row_height(n, per=per, base=1.3))
