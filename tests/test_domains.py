@@ -19,8 +19,9 @@ from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.measure.bank import Bank
+from bayes_dualeval.model.ability_map import AbilityMap, ability_at, domain_map
 from bayes_dualeval.model.config import ModelConfig, load_spec
-from bayes_dualeval.model.inputs import ability_at, ability_table, build_inputs
+from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
 from bayes_dualeval.model.likelihood import arena_loglik
 from bayes_dualeval.model.simulate import simulate
@@ -66,12 +67,12 @@ def test_inputs_map_items_to_their_domain_column():
     blank = np.asarray(ds2.item_domain) == ""
     assert blank.any() and np.all(ds2.domain_index[blank] == len(ds2.domains))
     table = np.arange(5 * (len(ds2.domains) + 1), dtype=float).reshape(5, -1)
-    cells = ability_at(table, ds2.static_model, ds2.static_item, ds2.domain_index)
+    cells = ability_at(AbilityMap(table, ds2.domain_index), ds2.static_model, ds2.static_item)
     np.testing.assert_array_equal(
         cells, table[ds2.static_model, ds2.domain_index[ds2.static_item]]
     )
     one = table[:, -1]
-    np.testing.assert_array_equal(ability_at(one, np.array([1, 2]), [0, 0], None), one[[1, 2]])
+    np.testing.assert_array_equal(ability_at(one, np.array([1, 2]), [0, 0]), one[[1, 2]])
 
 
 def test_data_without_domains_is_a_clear_error():
@@ -104,14 +105,16 @@ def test_domain_likelihood_matches_a_plain_computation():
     model = DualEvalModel(DOMAIN)
     np.testing.assert_allclose(model.static_loglik(draws, inputs).sum(), expected, rtol=2e-5)
     # the arena factor with the table equals the per-prompt terms
-    table = ability_table(tr["theta"]["value"], tr["theta_domain"]["value"])
+    table = domain_map(tr["theta"]["value"], tr["theta_domain"]["value"], inputs.item_domain)
     per_item = arena_loglik(
         table, tr["a"]["value"], tr["b"]["value"], tr["gamma"]["value"], 1.0, inputs, DOMAIN,
         tr["level_c"]["value"],
     )  # fmt: skip
     np.testing.assert_allclose(tr["arena"]["fn"].log_factor, per_item.sum(), rtol=2e-5)
     # and a single ability is the table whose deviations are all zero
-    flat = ability_table(tr["theta"]["value"], np.repeat(theta[:, None], 3, axis=1))
+    flat = domain_map(
+        tr["theta"]["value"], np.repeat(theta[:, None], 3, axis=1), inputs.item_domain
+    )
     single = arena_loglik(
         tr["theta"]["value"], tr["a"]["value"], tr["b"]["value"], tr["gamma"]["value"], 1.0,
         inputs, DOMAIN, tr["level_c"]["value"],

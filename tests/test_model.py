@@ -24,7 +24,7 @@ from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 from bayes_dualeval.model.links import log_sigmoid, softplus
-from bayes_dualeval.model.priors import _helmert, abilities
+from bayes_dualeval.model.priors import abilities, helmert_basis
 from bayes_dualeval.model.simulate import simulate
 
 
@@ -52,7 +52,7 @@ def test_helmert_is_orthonormal_sum_to_zero_basis(m):
     ``theta = theta_mean + H z``, ``theta_mean ~ N(0, s / sqrt(M))``, ``z ~ N(0, s)`` must
     be exactly the iid ``N(0, s)`` prior, with ``theta_mean`` the mean ability.
     """
-    h = np.asarray(_helmert(m), np.float64)
+    h = np.asarray(helmert_basis(m), np.float64)
     ones = np.ones(m)
     # an orthonormal basis of all the vectors that sum to zero (float32: 1e-6)
     assert h.shape == (m, m - 1) and np.all(np.isfinite(h))

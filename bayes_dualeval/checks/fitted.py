@@ -22,7 +22,7 @@ from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model import links
-from bayes_dualeval.model.inputs import ability_table
+from bayes_dualeval.model.ability_map import AbilityMap, domain_map
 from bayes_dualeval.model.likelihood import pair_win_probability
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
@@ -105,11 +105,11 @@ class FittedRun:
         The arena likelihood fitted (None without arena data).
     decisive : Decisive or None
         The decisive pairs (pairs likelihood and Bradley-Terry).
-    theta_domain : numpy.ndarray of shape (D, M, K), or None
-        The abilities per item domain, which the items of each domain see instead of
-        ``theta`` (None: one ability per model); see :meth:`ability`.
-    item_domain : numpy.ndarray of shape (Q,), or None
-        Each item's column in the ability table (``Dataset.domain_index``).
+    abilities : AbilityMap or None
+        The abilities the items see instead of ``theta`` (None: one ability per model),
+        with the draws first: per item domain, a table (D, M, K + 1) and each item's
+        column (Q,); per dimension, the abilities (D, M, K) and loadings (D, Q, K). See
+        :meth:`ability`.
     """
 
     dataset: Dataset
@@ -121,8 +121,7 @@ class FittedRun:
     use_static: bool
     arena: str | None
     decisive: Decisive | None
-    theta_domain: np.ndarray | None = None
-    item_domain: np.ndarray | None = None
+    abilities: AbilityMap | None = None
 
     @property
     def n_draws(self) -> int:
@@ -134,20 +133,31 @@ class FittedRun:
         """The run's item response function."""
         return self.model.link
 
+    def _map(self, k: int) -> AbilityMap:
+        table, columns = self.abilities
+        return AbilityMap(table[k], columns if columns.ndim == 1 else columns[k])
+
     def ability(self, k: int, model: np.ndarray, item: np.ndarray) -> np.ndarray:
-        """The ability draw ``k`` gives each cell ``(model, item)``: its domain's, if any."""
-        if self.theta_domain is None:
+        """The ability draw ``k`` gives each cell ``(model, item)``.
+
+        Its domain's, if any, or its loadings' combination of the model's abilities per
+        dimension.
+        """
+        if self.abilities is None:
             return self.theta[k].take(model)
-        table = ability_table(self.theta[k], self.theta_domain[k])
-        return table[model, self.item_domain[item]]
+        return self._map(k).at(model, item)
 
     def ability_mean(self, model: np.ndarray, item: np.ndarray) -> np.ndarray:
         """Posterior mean ability of each cell ``(model, item)`` (float64; see :meth:`ability`)."""
-        theta = self.theta.mean(axis=0, dtype=np.float64)
-        if self.theta_domain is None:
-            return theta[model]
-        table = ability_table(theta, self.theta_domain.mean(axis=0, dtype=np.float64))
-        return table[model, self.item_domain[item]]
+        if self.abilities is None:
+            return self.theta.mean(axis=0, dtype=np.float64)[model]
+        table, columns = self.abilities
+        if columns.ndim == 1:  # a lookup: the mean of the table is enough
+            return AbilityMap(table.mean(axis=0, dtype=np.float64), columns).at(model, item)
+        total = np.zeros(len(model))
+        for k in range(self.n_draws):
+            total += self._map(k).at(model, item)
+        return total / self.n_draws
 
     def _item(self, name: str, k: int, item: np.ndarray, runs: tuple | None):
         """Item parameter ``name`` of draw ``k`` at the cells' items (None if absent)."""
@@ -292,6 +302,14 @@ def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -
         use_static=use_static,
         arena=arena,
         decisive=decisive,
-        theta_domain=_var(idata, "theta_domain"),
-        item_domain=dataset.domain_index if model.domain_abilities else None,
+        abilities=_ability_map(idata, dataset),
     )
+
+
+def _ability_map(idata, dataset: Dataset) -> AbilityMap | None:
+    """The abilities per domain or dimension of a run's draws, or None (see FittedRun)."""
+    if "theta_dims" in idata.posterior:
+        return AbilityMap(_var(idata, "theta_dims"), _var(idata, "loading"))
+    if "theta_domain" in idata.posterior:
+        return domain_map(_var(idata, "theta"), _var(idata, "theta_domain"), dataset.domain_index)
+    return None

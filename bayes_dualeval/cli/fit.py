@@ -208,6 +208,9 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
     by_domain = getattr(result, "tables", {}).get("leaderboard_by_domain")
     if by_domain is not None:
         click.echo(best_by_domain(by_domain))
+    abilities = getattr(result, "tables", {}).get("abilities")
+    if abilities is not None:
+        click.echo(best_by_dimension(abilities))
     held = result.diagnostics.get("holdout")
     if held:
         click.echo(holdout_line(held))
@@ -236,6 +239,16 @@ def best_by_domain(by_domain) -> str:
         for row in first.itertuples()
     ]
     return "best by domain (leaderboard_by_domain.csv): " + "; ".join(parts)
+
+
+def best_by_dimension(abilities) -> str:
+    """One line naming each ability dimension (with its label) and its strongest model."""
+    parts = []
+    for dim, rows in abilities.groupby("dimension", sort=True):
+        best = rows.loc[rows["theta_mean"].idxmax()]
+        label = f" ({best.label})" if best.label else ""
+        parts.append(f"{dim}{label}: {best.model}")
+    return "strongest by dimension (abilities.csv, loadings.csv): " + "; ".join(parts)
 
 
 def holdout_line(held: dict) -> str:

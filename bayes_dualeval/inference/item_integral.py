@@ -22,7 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 
-from bayes_dualeval.model.inputs import ability_table
+from bayes_dualeval.model.ability_map import domain_map
 from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 
@@ -106,8 +106,10 @@ class ItemIntegral:
             slope.append(k)
         extra = {n: tr0[n]["value"] if n in tr0 else None for n in ARENA_SITES}
         prior = (jnp.stack(loc), jnp.stack(scale), jnp.stack(origin), jnp.stack(slope))
-        domain = tr0["theta_domain"]["value"] if "theta_domain" in tr0 else None
-        return log_prior, ability_table(tr0["theta"]["value"], domain), extra, prior
+        theta = tr0["theta"]["value"]
+        if "theta_domain" in tr0:
+            theta = domain_map(theta, tr0["theta_domain"]["value"], self.inputs.item_domain)
+        return log_prior, theta, extra, prior
 
     def item_loglik(self, x, theta, extra):
         """Weighted log likelihood of each item at item parameters ``x`` (d, Q)."""

@@ -94,14 +94,20 @@ RTOL = 1e-6
 
 
 def check_map_supports(config: ModelConfig) -> None:
-    """Refuse a specification MAP cannot fit (a link with floors or ceilings).
+    """Refuse a specification MAP cannot fit (floors or ceilings, ability dimensions).
 
     Raises
     ------
     ConfigError
         Under ``irt="3pl"`` or ``"4pl"`` (except the Bradley-Terry baseline, which has no
-        items).
+        items), and with ``dims > 1`` (each item's loadings would be further item
+        parameters to integrate out, beyond the one- or two-dimensional rule MAP uses).
     """
+    if config.dims > 1:
+        raise ConfigError(
+            f"MAP does not fit ability dimensions ({setting('dims', config.dims)}): "
+            f"use {setting('sampler', 'nuts')} or {setting('sampler', 'svi')}"
+        )
     if DualEvalModel(config).asymptotes:
         supported = " and ".join(setting("irt", irt) for irt in MAP_LINKS)
         raise ConfigError(

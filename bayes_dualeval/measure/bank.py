@@ -104,11 +104,15 @@ class Bank:
                 f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
                 f"this is {__version__}: fit the bank again"
             )
-        if model.domain_abilities:
+        if model.domain_abilities or model.dims > 1:
+            kind = (
+                "an ability per item domain (abilities 'domain')"
+                if model.domain_abilities
+                else f"{model.dims} ability dimensions (dims {model.dims})"
+            )
             raise InputError(
-                f"bank {run_dir} has an ability per item domain (abilities 'domain'); "
-                "scoring, short forms and adaptive tests measure one ability: fit the bank "
-                "with abilities 'single'"
+                f"bank {run_dir} has {kind}; scoring, short forms and adaptive tests "
+                "measure one ability: fit the bank with abilities 'single' and dims 1"
             )
         n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
         if n_draws < 2:

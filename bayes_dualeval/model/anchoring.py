@@ -31,7 +31,8 @@ import jax
 import jax.numpy as jnp
 
 from bayes_dualeval.model import links
-from bayes_dualeval.model.inputs import ModelInputs, ability_at
+from bayes_dualeval.model.ability_map import ability_at
+from bayes_dualeval.model.inputs import ModelInputs
 
 #: Newton iterations for the level-implied difficulty (vectorised over prompts).
 NEWTON_STEPS = 12
@@ -44,7 +45,7 @@ TARGET_EPS = 0.01
 def _mean_probability(b, a, theta, inputs: ModelInputs):
     """``pbar_q`` and ``w_q = mean p (1 - p)`` at difficulties ``b`` (shape (Q,) each)."""
     item = inputs.arena_item
-    ability = ability_at(theta, inputs.arena_model, item, inputs.item_domain)
+    ability = ability_at(theta, inputs.arena_model, item)
     p = links.probability(links.eta(ability, b[item], a[item]))
     n = jnp.maximum(inputs.prompt_n, 1.0)
     pbar = jax.ops.segment_sum(p, item, inputs.n_items) / n
@@ -55,7 +56,7 @@ def _mean_probability(b, a, theta, inputs: ModelInputs):
 def _newton(theta, a, target, inputs: ModelInputs):
     """``NEWTON_STEPS`` vectorised Newton steps towards ``pbar_q(b) = target_q``."""
     n = jnp.maximum(inputs.prompt_n, 1.0)
-    ability = ability_at(theta, inputs.arena_model, inputs.arena_item, inputs.item_domain)
+    ability = ability_at(theta, inputs.arena_model, inputs.arena_item)
     theta_bar = jax.ops.segment_sum(ability, inputs.arena_item, inputs.n_items)
     # exact when every model has the same ability; Newton refines it
     start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
@@ -73,9 +74,9 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
 
     Parameters
     ----------
-    theta : jax.Array, shape (M,) or (M, K + 1)
-        Abilities, or the ability table of domain abilities
-        (:func:`~bayes_dualeval.model.inputs.ability_at`).
+    theta : jax.Array of shape (M,), or AbilityMap
+        Abilities, or the abilities per domain or dimension
+        (:class:`~bayes_dualeval.model.ability_map.AbilityMap`).
     a : jax.Array, shape (Q,)
     gamma : jax.Array, scalar
     level_c : jax.Array, shape (n_level_groups,)

@@ -25,6 +25,8 @@ ITEM_PRIORS = ("hierarchical", "independent")
 ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
 ARENA_LEVELS = ("mean", "none")
 ABILITIES = ("single", "domain")
+#: Most ability dimensions a fit may have (each adds models + items - 1 parameters).
+MAX_DIMS = 5
 DEFAULT_MODEL = "dualeval-2pl"
 
 # allowed ranges of settings, as field metadata (read by the command line)
@@ -121,6 +123,13 @@ class ModelConfig:
     domain_scale : float
         ``domain`` abilities: ``tau_d ~ LogNormal(log(domain_scale), 0.5)``, so
         ``domain_scale`` is the prior median of a domain's spread (zero-avoiding).
+    dims : int
+        Ability dimensions ``K``: 1 (one ability per model, or per domain), or a
+        compensatory multidimensional 2PL with ``K`` abilities per model and each item's
+        loadings on them (see :func:`bayes_dualeval.model.priors.dimension_abilities`).
+    loading_scale : float
+        ``dims > 1``: prior median of the spread of items' loading logits around their
+        domain's profile, ``sigma_loading ~ LogNormal(log(loading_scale), 0.5)``.
     description : str
         One line on what the specification is for.
     """
@@ -197,6 +206,18 @@ class ModelConfig:
     domain_scale: float = _prior(
         0.5, "Domain abilities: prior median of each domain's spread tau_d.", _POSITIVE
     )
+    dims: int = _prior(
+        1,
+        "Ability dimensions K: above 1, K abilities per model and each item's loadings on "
+        "them (a multidimensional 2PL).",
+        {"min": 1, "max": MAX_DIMS},
+    )
+    loading_scale: float = _prior(
+        1.0,
+        "Dimensions: prior median of the spread of items' loading logits around their "
+        "domain's profile.",
+        _POSITIVE,
+    )
     description: str = ""
 
     def __post_init__(self):
@@ -207,11 +228,26 @@ class ModelConfig:
                     raise ConfigError(f"{f.name} must be a number, got {value!r}")
                 if not math.isfinite(value):
                     raise ConfigError(f"{f.name} must be finite, got {value!r}")
+        if isinstance(self.dims, bool) or not isinstance(self.dims, int):
+            raise ConfigError(f"dims must be a whole number, got {self.dims!r}")
         check_fields(self)
-        if self.abilities == "domain" and self.mode == "bt":
+        richer = [
+            text
+            for text, on in (
+                ("abilities 'domain'", self.abilities == "domain"),
+                (f"dims {self.dims}", self.dims > 1),
+            )
+            if on
+        ]
+        if richer and self.mode == "bt":
             raise ConfigError(
-                "abilities 'domain' needs item parameters, and mode 'bt' has none: "
+                f"{richer[0]} needs item parameters, and mode 'bt' has none: "
                 "use mode both, static or arena"
+            )
+        if len(richer) == 2:
+            raise ConfigError(
+                "abilities 'domain' and dims above 1 are two different models of "
+                "multidimensional ability: choose one"
             )
 
     def replace(self, **changes) -> ModelConfig:

@@ -43,12 +43,14 @@ class ModelInputs:
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
         anchored (marked by :attr:`b_anchored`), ``n_domains`` the item domains that have
-        abilities of their own (0 unless ``abilities = "domain"``).
+        abilities of their own under ``abilities = "domain"``, or loading profiles of
+        their own with ``dims > 1`` (else 0).
     item_group : jax.Array of int32, shape (Q,)
     item_domain : jax.Array of int32, shape (Q,)
-        Column of each item in the ability table (:func:`ability_at`): its domain, or
-        ``n_domains`` (the overall ability) for an item without one; all 0 under a
-        single ability.
+        Each item's domain, ``n_domains`` for an item without one: its column in the
+        table of domain abilities
+        (:func:`~bayes_dualeval.model.ability_map.domain_map`), or its loading profile;
+        all 0 under a single ability.
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
     static_mask : jax.Array of float32, shape (S,)
@@ -302,6 +304,8 @@ def _domains(dataset: Dataset, config: ModelConfig) -> tuple[int, np.ndarray]:
     ConfigError
         With ``abilities = "domain"``, when no fitted item names a domain.
     """
+    if config.dims > 1:  # the loadings' groups: domains, and items without one
+        return len(dataset.domains), dataset.domain_index
     if config.abilities != "domain":
         return 0, np.zeros(dataset.n_items, np.int32)
     if len(dataset.domains) == 0:
@@ -310,28 +314,3 @@ def _domains(dataset: Dataset, config: ModelConfig) -> tuple[int, np.ndarray]:
             "(add a 'domain' or 'category' field to the input rows)"
         )
     return len(dataset.domains), dataset.domain_index
-
-
-def ability_at(theta, model, item, item_domain):
-    """The ability of each cell ``(model[k], item[k])`` (NumPy or JAX arrays).
-
-    ``theta`` is the abilities, shape (M,), or an ability table of shape (M, K + 1): one
-    column per domain and a last column, the overall ability, for items without a domain
-    (:func:`bayes_dualeval.model.priors.domain_abilities`); ``item_domain`` gives each
-    item's column (:attr:`ModelInputs.item_domain`).
-    """
-    if theta.ndim == 1:
-        return theta[model]
-    return theta[model, item_domain[item]]
-
-
-def ability_table(theta, theta_domain=None):
-    """The ability table ``[theta_domain, theta]`` of shape (..., M, K + 1), or ``theta``.
-
-    ``theta`` has shape (..., M) and ``theta_domain`` (..., M, K); without domain abilities
-    (None) the abilities are returned as they are. NumPy or JAX arrays.
-    """
-    if theta_domain is None:
-        return theta
-    xp = jnp if isinstance(theta_domain, jax.Array) else np
-    return xp.concatenate([theta_domain, theta[..., None]], axis=-1)

@@ -27,6 +27,7 @@ from bayes_dualeval.model.likelihood import (
 from bayes_dualeval.model.priors import (
     abilities,
     asymptotes,
+    dimension_abilities,
     domain_abilities,
     item_parameters,
     level_parameters,
@@ -52,7 +53,9 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     -----
     Sites: ``theta`` (plate ``model``, from ``theta_mean`` and ``theta_contrast``);
     with domain abilities ``theta_domain`` (model x domain, from ``tau_domain`` and
-    ``delta_raw``), which the items of each domain read instead;
+    ``delta_raw``), which the items of each domain read instead; with ``dims > 1``
+    ``theta_dims`` (model x dimension, from ``theta_mean`` and ``theta_contrast``) and the
+    items' ``loading`` (item x dimension), ``theta`` then the ability on the average item;
     ``a``, ``b`` (plate ``item``, deterministic, with raw sites ``b_raw``, ``log_a_raw``
     under the hierarchical prior); ``c``, ``d`` (3PL/4PL, from ``c_raw``, ``d_raw`` on
     plate ``static_item`` and levels ``mu_c``, ``mu_d``); group-level ``mu_b``,
@@ -61,9 +64,12 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     the observed site ``static_y`` (plate ``static_cell``, scaled by ``lambda_static``);
     the arena term is the factor ``arena``.
     """
-    theta, theta_mean, spread = abilities(inputs, config)
-    # the ability each item sees: theta, or a table of domain abilities (M, K + 1)
-    ability = domain_abilities(inputs, config, theta)
+    # the ability each item sees: theta, or a map of abilities per domain or dimension
+    if config.dims > 1:
+        theta, theta_mean, spread, ability = dimension_abilities(inputs, config)
+    else:
+        theta, theta_mean, spread = abilities(inputs, config)
+        ability = domain_abilities(inputs, config, theta)
     a = b = gamma = sigma = level = None
     if config.mode != "bt":
         anchor = None
@@ -107,7 +113,7 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
     names = ["theta_mean"]
     if inputs.n_models <= MAX_DENSE_MODELS:
         names.append("theta_contrast")
-    if inputs.n_domains:
+    if config.abilities == "domain":
         # the spreads only: with the deviations in the dense block as well (33 coordinates
         # on the bundled example) 300 warm-up iterations estimated it too poorly to mix
         # (bulk ESS 11 of 1,200 draws), while on the diagonal they mix as the items do

@@ -22,8 +22,9 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from bayes_dualeval.model import links
+from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.model.inputs import ModelInputs, ability_at
+from bayes_dualeval.model.inputs import ModelInputs
 
 _LOG_2PI = float(jnp.log(2 * jnp.pi))
 
@@ -62,20 +63,20 @@ class IRTBernoulli(dist.Distribution):
         return links.probability(self.eta, self.c, self.d)
 
 
-def cell_eta(theta, a, b, model, item, item_domain=None):
+def cell_eta(theta, a, b, model, item):
     """Linear predictor of the cells ``(model[k], item[k])``.
 
-    ``theta`` is the abilities (M,) or, with ``item_domain``, an ability table (M, K + 1)
-    (:func:`~bayes_dualeval.model.inputs.ability_at`).
+    ``theta`` is the abilities (M,) or an ability map
+    (:class:`~bayes_dualeval.model.ability_map.AbilityMap`).
     """
-    ability = ability_at(theta, model, item, item_domain)
+    ability = ability_at(theta, model, item)
     return links.eta(ability, b[item], None if a is None else a[item])
 
 
 def static_distribution(theta, a, b, inputs: ModelInputs, c=None, d=None) -> IRTBernoulli:
     """The distribution of every static label, batch shape (S,)."""
     item = inputs.static_item
-    eta = cell_eta(theta, a, b, inputs.static_model, item, inputs.item_domain)
+    eta = cell_eta(theta, a, b, inputs.static_model, item)
     return IRTBernoulli(eta, None if c is None else c[item], None if d is None else d[item])
 
 
@@ -101,7 +102,7 @@ def arena_loglik(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCo
     if config.mode == "bt":
         x = theta[inputs.pair_i] - theta[inputs.pair_j]
         return _pairs_per_item(x, inputs)
-    eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item, inputs.item_domain)
+    eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
     if config.arena_likelihood == "reward":
         ll = reward_per_item(p, gamma, sigma, inputs)
@@ -128,7 +129,7 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
         x = theta[inputs.pair_i] - theta[inputs.pair_j]
         ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - jnp.dot(inputs.pair_linear, theta)
         return config.lambda_arena * ll
-    eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item, inputs.item_domain)
+    eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
     ll_bb = 0.0
     if config.arena_likelihood == "reward":

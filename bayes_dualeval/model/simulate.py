@@ -62,6 +62,9 @@ def simulate(
     slip: float = 0.0,
     domain_sd: float = 0.0,
     domain_deviation=None,
+    dims: int = 1,
+    dim_correlation: float = 0.3,
+    dim_loading: float = 0.8,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -95,6 +98,14 @@ def simulate(
     domain_deviation : array-like of shape (n_models, n_domains), optional
         The deviations themselves (instead of drawing them with ``domain_sd``), e.g. a
         specialist: zero everywhere but +2 for one model in one domain. Used as given.
+    dims : int
+        Ability dimensions ``K``. Above 1, each model has ``K`` standard normal abilities
+        correlated ``dim_correlation``, and an item of domain ``d`` loads
+        ``dim_loading`` on dimension ``d mod K`` and the rest evenly on all ``K`` (so its
+        loadings sum to one); the item sees ``theta_i . w_q``. Not combined with domain
+        deviations.
+    dim_correlation, dim_loading : float
+        See ``dims``.
     seed : int
         Seed of the NumPy generator.
 
@@ -107,7 +118,9 @@ def simulate(
     truth : dict
         ``theta`` per model, ``a``/``b``/``kind`` per item id (as the loader names items),
         ``gamma``, ``gamma_reward``, ``reward_noise`` and the settings; with domain
-        deviations also ``theta_domain`` (model -> domain -> ability).
+        deviations also ``theta_domain`` (model -> domain -> ability); with ``dims > 1``
+        also ``theta_dims`` (model -> list of K abilities), each item's ``loading`` (list
+        of K), and ``theta`` is the ability on the average item.
     """
     if n_models < 2:
         raise InputError("need at least two models")
@@ -126,6 +139,7 @@ def simulate(
     ]
     theta = rng.normal(0.0, 1.0, n_models)
     deviation = _domain_deviation(rng, n_models, n_domains, domain_sd, domain_deviation)
+    dimensional = _dimensions(rng, n_models, dims, dim_correlation, dim_loading, deviation)
 
     def items(n):
         b = rng.normal(0.0, 1.0, n)
@@ -136,10 +150,17 @@ def simulate(
     a_s, b_s, dom_s = items(n_static)
     a_r, b_r, dom_r = items(n_arena)
     floor, ceiling = (guess, 1.0 - slip) if guess or slip else (None, None)
-    p_s = links.probability(links.eta(_ability(theta, deviation, dom_s, domains), b_s, a_s),
-                            floor, ceiling)  # fmt: skip
+    if dimensional is not None:
+        theta_dims, loading_of = dimensional
+        w_s, w_r = (loading_of(pd.Index(domains).get_indexer(d)) for d in (dom_s, dom_r))
+        theta = theta_dims @ np.concatenate([w_s, w_r]).mean(axis=0)
+        ability_s, ability_r = theta_dims @ w_s.T, theta_dims @ w_r.T
+    else:
+        ability_s = _ability(theta, deviation, dom_s, domains)
+        ability_r = _ability(theta, deviation, dom_r, domains)
+    p_s = links.probability(links.eta(ability_s, b_s, a_s), floor, ceiling)
     y = (rng.random(p_s.shape) < p_s).astype(int)
-    p_r = links.probability(links.eta(_ability(theta, deviation, dom_r, domains), b_r, a_r))
+    p_r = links.probability(links.eta(ability_r, b_r, a_r))
     offset = rng.normal(5.0, prompt_offset_sd, n_arena)
     reward = offset + gamma_reward * p_r + rng.normal(0.0, reward_noise, p_r.shape)
     keep_s = rng.random(y.shape) >= missing
@@ -204,6 +225,13 @@ def simulate(
             "seed": seed,
         },
     }
+    if dimensional is not None:
+        truth["settings"].update(
+            dims=dims, dim_correlation=dim_correlation, dim_loading=dim_loading
+        )
+        truth["theta_dims"] = dict(zip(names, theta_dims.tolist(), strict=True))
+        for q, w in zip([*static_ids, *arena_ids], np.concatenate([w_s, w_r]), strict=True):
+            truth["items"][q]["loading"] = w.tolist()
     if deviation is not None:
         truth["settings"]["domain_sd"] = domain_sd if domain_deviation is None else None
         truth["theta_domain"] = {
@@ -231,6 +259,32 @@ def _domain_deviation(rng, n_models, n_domains, sd, given):
         return None
     deviation = rng.normal(0.0, sd, (n_models, n_domains))
     return deviation - deviation.mean(axis=0)
+
+
+def _dimensions(rng, n_models, dims, correlation, loading, deviation):
+    """Abilities (M, K) and a function from domain index to loadings (n, K); None if K = 1.
+
+    Drawn only when asked for, so that a seed without them gives the data it always gave.
+    """
+    if dims == 1:
+        return None
+    if dims < 1:
+        raise InputError(f"dims must be at least 1, got {dims}")
+    if deviation is not None:
+        raise InputError("dims above 1 and domain deviations are two different truths: choose one")
+    if not -1.0 / (dims - 1) < correlation < 1.0:
+        raise InputError(f"dim_correlation must be in (-1/(dims - 1), 1), got {correlation}")
+    if not 0.0 <= loading <= 1.0:
+        raise InputError(f"dim_loading must be in [0, 1], got {loading}")
+    cov = np.full((dims, dims), correlation) + (1.0 - correlation) * np.eye(dims)
+    theta_dims = rng.multivariate_normal(np.zeros(dims), cov, n_models)
+
+    def loading_of(domain_index):
+        w = np.full((len(domain_index), dims), (1.0 - loading) / dims)
+        w[np.arange(len(domain_index)), domain_index % dims] += loading
+        return w
+
+    return theta_dims, loading_of
 
 
 def _ability(theta, deviation, item_domain, domains) -> np.ndarray:

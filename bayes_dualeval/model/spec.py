@@ -137,15 +137,25 @@ class DualEvalModel:
         """Whether each item domain has abilities of its own (``theta_domain``)."""
         return self.config.abilities == "domain"
 
-    def abilities(self, draws: Mapping):
-        """The abilities the items see in ``draws``: ``theta`` or the ability table.
+    @property
+    def dims(self) -> int:
+        """Ability dimensions (1: one ability per model, or per domain)."""
+        return self.config.dims
 
-        With domain abilities, ``[theta_domain, theta]`` of shape (..., M, K + 1)
-        (:func:`~bayes_dualeval.model.inputs.ability_table`), else ``theta``.
+    def abilities(self, draws: Mapping, inputs):
+        """The abilities the items see in one draw: ``theta``, or an ability map.
+
+        With domain abilities the map of ``theta_domain``, with dimensions that of
+        ``theta_dims`` and the items' ``loading``
+        (:class:`~bayes_dualeval.model.ability_map.AbilityMap`).
         """
-        from bayes_dualeval.model.inputs import ability_table
+        from bayes_dualeval.model.ability_map import AbilityMap, domain_map
 
-        return ability_table(draws["theta"], draws.get("theta_domain"))
+        if "theta_dims" in draws:
+            return AbilityMap(draws["theta_dims"], draws["loading"])
+        if "theta_domain" in draws:
+            return domain_map(draws["theta"], draws["theta_domain"], inputs.item_domain)
+        return draws["theta"]
 
     def item_parameters(self, draws: Mapping) -> dict:
         """The link's per-item arrays from ``draws`` (None where the link has none)."""
@@ -159,7 +169,7 @@ class DualEvalModel:
         from bayes_dualeval.model.likelihood import static_loglik
 
         par = self.item_parameters(draws)
-        theta = self.abilities(draws)
+        theta = self.abilities(draws, inputs)
         return static_loglik(theta, par["a"], par["b"], inputs, par["c"], par["d"])
 
     def arena_loglik(self, draws: Mapping, inputs):
@@ -168,7 +178,7 @@ class DualEvalModel:
 
         par = self.item_parameters(draws)
         return arena_loglik(
-            self.abilities(draws), par["a"], par["b"], draws.get("gamma", 1.0),
+            self.abilities(draws, inputs), par["a"], par["b"], draws.get("gamma", 1.0),
             draws.get("sigma", 1.0),
             inputs, self.config, draws.get("level_c"),
         )  # fmt: skip

@@ -29,6 +29,7 @@ from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.priors import uses_level
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.dimensions import align
 
 #: Site name -> dimension names after (chain, draw).
 SITE_DIMS = {
@@ -57,6 +58,10 @@ SITE_DIMS = {
     "theta_domain": ("model", "domain"),
     "delta_raw": ("contrast", "domain"),
     "tau_domain": ("domain",),
+    "theta_dims": ("model", "dimension"),
+    "loading": ("item", "dimension"),
+    "loading_raw": ("item", "loading_contrast"),
+    "mu_loading": ("loading_group", "loading_contrast"),
 }
 #: Item labels kept as constant data; the first three also label the posterior's items.
 ITEM_LABELS = ("item_kind", "item_source", "item_domain", "item_group")
@@ -83,11 +88,22 @@ LOGLIK_UNIT_ATTR = "unit"
 #: Evaluations per compiled call of the pointwise log likelihood (bounds its memory).
 LOGLIK_CHUNK = 8_000_000
 #: Sites the pointwise log likelihood reads.
-LOGLIK_SITES = ("theta", "theta_domain", "a", "b", "c", "d", "gamma", "sigma", "level_c")
+LOGLIK_SITES = (
+    "theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "gamma", "sigma",
+    "level_c",
+)  # fmt: skip
+#: Attribute of ``idata.posterior``: JSON of how the ability dimensions were relabelled
+#: (:func:`~bayes_dualeval.posterior.dimensions.align`); absent with one dimension.
+DIMENSIONS_ATTR = "dimension_alignment"
 
 
 def _coords(dataset: Dataset, samples: dict) -> dict:
     domains = {"domain": dataset.domains} if "theta_domain" in samples else {}
+    if "theta_dims" in samples:
+        k = samples["theta_dims"].shape[-1]
+        domains["dimension"] = np.arange(1, k + 1)
+        domains["loading_contrast"] = np.arange(k - 1)
+        domains["loading_group"] = [*dataset.domains, "(no domain)"]
     return {
         **domains,
         "model": dataset.models,
@@ -225,12 +241,18 @@ def pointwise_loglik(
 
 
 def with_derived(samples: dict) -> dict:
-    """The sampled sites plus the quantities the posterior adds to them.
+    """The sampled sites as the posterior holds them, plus the quantities it adds.
 
-    ``theta_centred``, the abilities relative to their mean (what the likelihood
-    identifies). The convergence check that decides whether to draw more reads the same
-    variables as the run's final verdict, so it is given these too.
+    Ability dimensions get the same labels in every draw
+    (:func:`~bayes_dualeval.posterior.dimensions.align`), and ``theta_centred`` is added,
+    the abilities relative to their mean (what the likelihood identifies). The
+    convergence check that decides whether to draw more reads the same variables as the
+    run's final verdict, so it is given these too.
     """
+    return _derived(align(samples)[0])
+
+
+def _derived(samples: dict) -> dict:
     out = dict(samples)
     if "theta" in out:
         theta = np.asarray(out["theta"])
@@ -257,11 +279,16 @@ def to_inference_data(
     -------
     arviz.InferenceData
     """
-    samples = with_derived(draws.samples)
+    aligned, relabelled = align(draws.samples)
+    samples = _derived(aligned)
     dims = {
         name: list(SITE_DIMS[name])
         for name, value in samples.items()
         if name in SITE_DIMS and value.ndim == 2 + len(SITE_DIMS[name])
+    } | {
+        name: ["contrast", "dimension"]
+        for name in ("theta_contrast",)
+        if name in samples and samples[name].ndim == 4
     }
     observed, observed_dims, cell_labels = _observed(dataset, inputs)
     idata = az.from_dict(
@@ -276,7 +303,10 @@ def to_inference_data(
         },
         coords=_coords(dataset, samples),
         dims={**dims, **observed_dims, **dict.fromkeys(ITEM_LABELS, ["item"])},
-        posterior_attrs=DualEvalModel(config).to_attrs(),
+        posterior_attrs={
+            **DualEvalModel(config).to_attrs(),
+            **({DIMENSIONS_ATTR: json.dumps(relabelled)} if relabelled else {}),
+        },
     )
     if "item" in idata.posterior.dims:
         labels = {name: ("item", getattr(dataset, name)) for name in ITEM_LABELS[:3]}

@@ -19,6 +19,11 @@ from bayes_dualeval.checks.benchmark_audit import benchmark_audit
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.dimension_tables import (
+    abilities_table,
+    has_dimensions,
+    loadings_table,
+)
 from bayes_dualeval.posterior.summaries import (
     domain_deviations,
     has_domain_abilities,
@@ -45,11 +50,14 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     table copied out of the run folder still says when its intervals cannot be trusted),
     ``pairwise``, with domain abilities ``leaderboard_by_domain`` and ``domain_deviations``
     (:func:`~bayes_dualeval.posterior.summaries.leaderboard_by_domain`,
-    :func:`~bayes_dualeval.posterior.summaries.domain_deviations`), ``items``,
+    :func:`~bayes_dualeval.posterior.summaries.domain_deviations`), with ability
+    dimensions ``abilities`` and ``loadings``
+    (:mod:`~bayes_dualeval.posterior.dimension_tables`), ``items``,
     ``anomalies`` (the cell table, most surprising first: every
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
-    static data or arena rewards, ``contamination`` (one row per model and benchmark, and
+    static data or arena rewards and one ability per model, ``contamination`` (one row per
+    model and benchmark, and
     per model and arena source:
     :func:`~bayes_dualeval.checks.benchmark_audit.benchmark_audit`). ``result.diagnostics``
     records the level, the ``anomalies`` setting and the checks' summary.
@@ -91,9 +99,7 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     result.tables = {
         "leaderboard": board,
         "pairwise": pairwise(idata),
-        "items": item_table(
-            idata, dataset, ci=ci, pairs=result.pairs, options=options, ppc=ppc
-        ),
+        "items": item_table(idata, dataset, ci=ci, pairs=result.pairs, options=options, ppc=ppc),
         "anomalies": flagged,
     }
     if result.holdout is not None:
@@ -103,9 +109,15 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
         by_domain["converged"] = pd.array([result.converged] * len(by_domain), dtype="boolean")
         result.tables["leaderboard_by_domain"] = by_domain
         result.tables["domain_deviations"] = domain_deviations(idata, ci=ci)
+    dimensional = has_dimensions(idata)
+    if dimensional:
+        result.tables["abilities"] = abilities_table(idata, ci=ci)
+        result.tables["loadings"] = loadings_table(idata, ci=ci)
     # the benchmark audit asks whether a model did better on a benchmark than its one
-    # ability predicts; with domain abilities that question is the domain deviations'
-    if any(DualEvalModel(result.config).item_kinds(dataset)) and not has_domain_abilities(idata):
+    # ability predicts; with domain abilities that question is the domain deviations',
+    # and with dimensions the loadings say which abilities a benchmark's items need
+    one_ability = not (has_domain_abilities(idata) or dimensional)
+    if any(DualEvalModel(result.config).item_kinds(dataset)) and one_ability:
         result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies

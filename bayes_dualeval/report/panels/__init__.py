@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from bayes_dualeval.report.panels import (
     checks,
     diagnostics,
+    dimensions,
     domains,
     flagged,
     items,
@@ -53,6 +54,8 @@ PANELS = (
     Panel("ranks", "Rank probabilities", rankings.rank_probabilities, ("rank_heatmap",)),
     Panel("domains", "Abilities by domain", domains.abilities_by_domain,
           ("domain_heatmap", "domain_wright")),
+    Panel("dimensions", "Ability dimensions", dimensions.ability_dimensions,
+          ("loading_heatmap", "ability_map")),
     Panel("wright", "Wright map", items.wright, ("wright_map",)),
     Panel("icc", "Item characteristic curves", items.curves, ("icc",)),
     Panel("items", "Difficulty and discrimination", items.difficulty_discrimination,

@@ -4,14 +4,15 @@ Every function takes plain tables or arrays (never an ``InferenceData``), so a f
 be redrawn from the CSV tables of a run. Heights grow with the number of rows, so a
 leaderboard of 100 models stays readable; long labels are shortened with an ellipsis
 (the tables keep the full names). Modules by subject: :mod:`.abilities`, :mod:`.items`,
-:mod:`.checks`, :mod:`.diagnostics`, :mod:`.domains`, :mod:`.flagged`; :mod:`.base` holds
-what they share.
+:mod:`.checks`, :mod:`.diagnostics`, :mod:`.dimensions`, :mod:`.domains`,
+:mod:`.flagged`; :mod:`.base` holds what they share.
 """
 
 from bayes_dualeval.report.plots.abilities import forest, rank_heatmap
 from bayes_dualeval.report.plots.base import LABEL_CHARS, MAX_POINTS, short, subset, to_png
 from bayes_dualeval.report.plots.checks import calibration, observed_vs_replicated
 from bayes_dualeval.report.plots.diagnostics import loss_trace, rank_plots, rhat_ess
+from bayes_dualeval.report.plots.dimensions import ability_map, loading_heatmap
 from bayes_dualeval.report.plots.domains import domain_heatmap, domain_wright
 from bayes_dualeval.report.plots.flagged import item_patterns
 from bayes_dualeval.report.plots.items import difficulty_discrimination, item_curves, wright_map
@@ -19,6 +20,7 @@ from bayes_dualeval.report.plots.items import difficulty_discrimination, item_cu
 __all__ = [
     "LABEL_CHARS",
     "MAX_POINTS",
+    "ability_map",
     "calibration",
     "difficulty_discrimination",
     "domain_heatmap",
@@ -26,6 +28,7 @@ __all__ = [
     "forest",
     "item_curves",
     "item_patterns",
+    "loading_heatmap",
     "loss_trace",
     "observed_vs_replicated",
     "rank_heatmap",
