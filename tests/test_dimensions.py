@@ -59,7 +59,8 @@ def test_ability_map_reads_columns_or_mixes_them():
     np.testing.assert_array_equal(ability_at(lookup, model, item), [0.0, 11.0, 6.0])
     weights = np.array([[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])
     mixed = AbilityMap(table, weights)
-    np.testing.assert_allclose(ability_at(mixed, model, item), (table[model] * weights[item]).sum(1))
+    expected = (table[model] * weights[item]).sum(1)
+    np.testing.assert_allclose(ability_at(mixed, model, item), expected)
     np.testing.assert_array_equal(ability_at(table[:, 0], model, item), table[model, 0])
 
 
@@ -74,7 +75,8 @@ def test_the_model_is_a_compensatory_multidimensional_2pl():
     assert theta.shape == (5, 2) and w.shape == (ds.n_items, 2)
     np.testing.assert_allclose(np.asarray(w).sum(axis=1), 1.0, rtol=1e-6)
     # every dimension shares the models' mean: the difficulties absorb a shift
-    np.testing.assert_allclose(np.asarray(theta).mean(axis=0), tr["theta_mean"]["value"], atol=1e-5)
+    mean = tr["theta_mean"]["value"]
+    np.testing.assert_allclose(np.asarray(theta).mean(axis=0), mean, atol=1e-5)
     # logit p = a_vec . theta - d with a_vec = a w and d = a b
     m, q = ds.static_model, ds.static_item
     a_vec = a[:, None] * np.asarray(w)
@@ -111,7 +113,9 @@ def test_align_relabels_whole_chains_and_keeps_values():
     swapped = td.copy(), ld.copy()
     for arr in swapped:
         arr[1] = arr[1][..., ::-1]
-    samples = {"theta_dims": swapped[0], "loading": swapped[1], "theta_contrast": swapped[0][:, :, 1:]}
+    samples = {
+        "theta_dims": swapped[0], "loading": swapped[1], "theta_contrast": swapped[0][:, :, 1:],
+    }  # fmt: skip
     out, info = align(samples)
     assert info["chains_relabelled"] == 1
     # the three chains agree after alignment, and draws keep their values (a permutation)
