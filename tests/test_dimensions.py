@@ -20,7 +20,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.mode import check_map_supports
 from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.model.ability_map import AbilityMap, ability_at
-from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.config import ModelConfig, load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model
 from bayes_dualeval.model.simulate import simulate
@@ -50,6 +50,7 @@ def test_configuration_refuses_what_it_cannot_fit():
     with pytest.raises(ConfigError, match="MAP does not fit ability dimensions"):
         check_map_supports(TWO)
     check_map_supports(ModelConfig())
+    assert load_spec("dualeval-2d").dims == 2
 
 
 def test_ability_map_reads_columns_or_mixes_them():
@@ -183,9 +184,11 @@ def test_two_dimensional_fit_writes_its_tables_and_report(two_dim_run):
     assert by_domain.max(axis=1).min() > 0.6
     assert sorted(abilities.drop_duplicates("dimension")["label"]) == ["code", "math"]
     assert not (out / "contamination.csv").exists()
-    report = (out / "report.html").read_text()
-    assert "Ability dimensions" in report and "loading_heatmap" in report
-    assert (out / "figures" / "ability_map.png").exists()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    section = report.split("## Ability dimensions", 1)[1].split("\n## ", 1)[0]
+    assert "figures/loading_heatmap.png" in section and "figures/ability_map.png" in section
+    assert "chain(s) were relabelled" in section
+    assert (out / "figures" / "ability_map.png").stat().st_size > 10_000
     diagnostics = json.loads((out / "diagnostics.json").read_text())
     assert diagnostics["config"]["dims"] == 2
 
