@@ -231,20 +231,14 @@ class ModelConfig:
         if isinstance(self.dims, bool) or not isinstance(self.dims, int):
             raise ConfigError(f"dims must be a whole number, got {self.dims!r}")
         check_fields(self)
-        richer = [
-            text
-            for text, on in (
-                ("abilities 'domain'", self.abilities == "domain"),
-                (f"dims {self.dims}", self.dims > 1),
-            )
-            if on
-        ]
-        if richer and self.mode == "bt":
+        by_domain, by_dims = self.abilities == "domain", self.dims > 1
+        if (by_domain or by_dims) and self.mode == "bt":
+            richer = "abilities 'domain'" if by_domain else f"dims {self.dims}"
             raise ConfigError(
-                f"{richer[0]} needs item parameters, and mode 'bt' has none: "
+                f"{richer} needs item parameters, and mode 'bt' has none: "
                 "use mode both, static or arena"
             )
-        if len(richer) == 2:
+        if by_domain and by_dims:
             raise ConfigError(
                 "abilities 'domain' and dims above 1 are two different models of "
                 "multidimensional ability: choose one"

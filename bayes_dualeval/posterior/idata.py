@@ -63,6 +63,8 @@ SITE_DIMS = {
     "loading_raw": ("item", "loading_contrast"),
     "mu_loading": ("loading_group", "loading_contrast"),
 }
+#: Sites that gain a last axis ``dimension`` with ability dimensions (``dims > 1``).
+PER_DIMENSION = ("theta_contrast",)
 #: Item labels kept as constant data; the first three also label the posterior's items.
 ITEM_LABELS = ("item_kind", "item_source", "item_domain", "item_group")
 #: Dimensions of one entry per observed cell: labelled by model and item, not by an index
@@ -97,15 +99,25 @@ LOGLIK_SITES = (
 DIMENSIONS_ATTR = "dimension_alignment"
 
 
+def _site_dims(name: str, ndim: int) -> list | None:
+    """Dimension names of a site with ``ndim`` axes (chain and draw first), if known."""
+    labels = SITE_DIMS.get(name)
+    if labels is None:
+        return None
+    if name in PER_DIMENSION and ndim == 3 + len(labels):
+        return [*labels, "dimension"]
+    return list(labels) if ndim == 2 + len(labels) else None
+
+
 def _coords(dataset: Dataset, samples: dict) -> dict:
-    domains = {"domain": dataset.domains} if "theta_domain" in samples else {}
+    extra = {"domain": dataset.domains} if "theta_domain" in samples else {}
     if "theta_dims" in samples:
         k = samples["theta_dims"].shape[-1]
-        domains["dimension"] = np.arange(1, k + 1)
-        domains["loading_contrast"] = np.arange(k - 1)
-        domains["loading_group"] = [*dataset.domains, "(no domain)"]
+        extra["dimension"] = np.arange(1, k + 1)
+        extra["loading_contrast"] = np.arange(k - 1)
+        extra["loading_group"] = [*dataset.domains, "(no domain)"]
     return {
-        **domains,
+        **extra,
         "model": dataset.models,
         "item": dataset.items,
         "group": dataset.groups,
@@ -281,15 +293,8 @@ def to_inference_data(
     """
     aligned, relabelled = align(draws.samples)
     samples = _derived(aligned)
-    dims = {
-        name: list(SITE_DIMS[name])
-        for name, value in samples.items()
-        if name in SITE_DIMS and value.ndim == 2 + len(SITE_DIMS[name])
-    } | {
-        name: ["contrast", "dimension"]
-        for name in ("theta_contrast",)
-        if name in samples and samples[name].ndim == 4
-    }
+    dims = {name: _site_dims(name, value.ndim) for name, value in samples.items()}
+    dims = {name: labels for name, labels in dims.items() if labels}
     observed, observed_dims, cell_labels = _observed(dataset, inputs)
     idata = az.from_dict(
         posterior=samples,

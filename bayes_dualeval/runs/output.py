@@ -57,8 +57,7 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
     static data or arena rewards and one ability per model, ``contamination`` (one row per
-    model and benchmark, and
-    per model and arena source:
+    model and benchmark, and per model and arena source:
     :func:`~bayes_dualeval.checks.benchmark_audit.benchmark_audit`). ``result.diagnostics``
     records the level, the ``anomalies`` setting and the checks' summary.
 
