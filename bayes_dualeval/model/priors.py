@@ -8,8 +8,6 @@ in docs/model.md.
 
 from __future__ import annotations
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,26 +39,15 @@ def abilities(inputs: ModelInputs, config: ModelConfig):
         of ``s`` (never below ``1 / sqrt(M)``); items are drawn in units of it (see
         :func:`item_parameters`).
     """
-    theta_mean, z, spread = _mean_and_contrasts(inputs.n_models, config.theta_scale)
-    with numpyro.plate("model", inputs.n_models):
-        theta = numpyro.deterministic("theta", theta_mean + helmert_basis(inputs.n_models) @ z)
-    return theta, theta_mean, spread
-
-
-def _mean_and_contrasts(m: int, scale: float, k: int = 0):
-    """The sites ``theta_mean`` and ``theta_contrast`` (shape (m - 1,), or (m - 1, k)).
-
-    Returns the mean, the contrasts ``z`` and the abilities' ``spread`` in units of
-    ``scale`` (over every dimension; see :func:`abilities`).
-    """
+    m = inputs.n_models
+    scale = config.theta_scale
     theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, scale / jnp.sqrt(m)))
-    with contextlib.ExitStack() as plates:
-        if k:
-            plates.enter_context(numpyro.plate("dimension", k, dim=-1))
-        plates.enter_context(numpyro.plate("contrast", m - 1, dim=-2 if k else -1))
+    with numpyro.plate("contrast", m - 1):
         z = numpyro.sample("theta_contrast", dist.Normal(0.0, scale))
-    spread = jnp.sqrt((jnp.sum(z**2) / (max(k, 1) * scale**2) + 1.0) / m)
-    return theta_mean, z, spread
+    with numpyro.plate("model", m):
+        theta = numpyro.deterministic("theta", theta_mean + helmert_basis(m) @ z)
+    spread = jnp.sqrt((jnp.sum(z**2) / scale**2 + 1.0) / m)
+    return theta, theta_mean, spread
 
 
 def dimension_abilities(inputs: ModelInputs, config: ModelConfig):
@@ -108,11 +95,15 @@ def dimension_abilities(inputs: ModelInputs, config: ModelConfig):
         The deterministic site ``theta_dims`` (M, K) and the loadings.
     """
     m, k = inputs.n_models, config.dims
-    theta_mean, z, spread = _mean_and_contrasts(m, config.theta_scale, k)
+    scale = config.theta_scale
+    theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, scale / jnp.sqrt(m)))
+    with numpyro.plate("dimension", k, dim=-1), numpyro.plate("contrast", m - 1, dim=-2):
+        z = numpyro.sample("theta_contrast", dist.Normal(0.0, scale))
     theta_dims = numpyro.deterministic("theta_dims", theta_mean + helmert_basis(m) @ z)
     loading = _loadings(inputs, config, k)
     with numpyro.plate("model", m):
         theta = numpyro.deterministic("theta", theta_dims @ jnp.mean(loading, axis=0))
+    spread = jnp.sqrt((jnp.sum(z**2) / (k * scale**2) + 1.0) / m)
     return theta, theta_mean, spread, AbilityMap(theta_dims, loading)
 
 
