@@ -4,6 +4,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Chains run in parallel over host devices, as the command line runs them
@@ -12,17 +13,29 @@ import numpyro  # noqa: E402
 
 numpyro.set_host_device_count(4)
 # The command line keeps compiled programs in JAX's persistent compilation cache
-# (inference/device.py). Tests leave the user's cache alone: they share one of their own,
-# made for this session and removed after it, so that fits of the same shapes (the same
-# model compiled again by another test, or the second run of a determinism check) skip
-# XLA's compilation.
-_CACHE = tempfile.mkdtemp(prefix="bayes-dualeval-tests-jax-")
-atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
-os.environ.setdefault("BAYES_DUALEVAL_CACHE", _CACHE)
+# (inference/device.py). Tests leave the user's cache alone: they keep one of their own in
+# the checkout, .cache/jax-tests (ignored by git, at most 1 GiB), so that fits of the same
+# shapes skip XLA's compilation, both within a run (the same model compiled again by another
+# test, the second run of a determinism check) and in the next run of the suite. The suite
+# is compile-bound: a second run after a change outside the model reads most programs.
+# BAYES_DUALEVAL_TEST_CACHE=off runs cold (a fresh folder, removed afterwards), as a clean
+# clone does; BAYES_DUALEVAL_TEST_CACHE=DIR keeps the programs elsewhere.
+_WHERE = os.environ.get("BAYES_DUALEVAL_TEST_CACHE", "")
+if _WHERE.lower() == "off":
+    _CACHE = tempfile.mkdtemp(prefix="bayes-dualeval-tests-jax-")
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+else:
+    _CACHE = _WHERE or os.path.join(os.path.dirname(__file__), os.pardir, ".cache", "jax-tests")
+    _CACHE = os.path.abspath(_CACHE)
+    os.makedirs(_CACHE, exist_ok=True)
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # once per run, by the controller
+        from bayes_dualeval.inference.device import CACHE_MAX_BYTES, prune_cache
+
+        prune_cache(Path(_CACHE), CACHE_MAX_BYTES)
+os.environ["BAYES_DUALEVAL_CACHE"] = _CACHE
 
 import csv  # noqa: E402
 import json  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
