@@ -137,6 +137,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default=",".join(SETS))
     parser.add_argument("--dims", default="1,2", help="comma-separated K values to fit")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument("--keep", type=Path, default=None, help="save each fit's posterior here")
     args = parser.parse_args(argv)
     from bayes_dualeval.inference.device import configure
 
@@ -155,6 +156,9 @@ def main(argv=None) -> int:
             progress(f"{name}: dims {k}")
             result, seconds = fit_one(ds, k)
             results[k] = result
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                result.idata.to_netcdf(args.keep / f"{name}-dims{k}.nc")
             rows.append({**row(name, k, result, seconds),
                          **(recovery(result, truth) if truth else {})})  # fmt: skip
             progress(f"  {rows[-1]}")

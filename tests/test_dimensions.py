@@ -25,6 +25,7 @@ from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.dimension_tables import dimension_support
 from bayes_dualeval.posterior.dimensions import align
 
 TWO = ModelConfig(dims=2)
@@ -142,6 +143,41 @@ def test_simulated_dimensions_keep_old_seeds_and_state_their_truth():
         simulate(6, 20, 5, dims=2, domain_sd=0.5)
 
 
+def _dimension_draws(theta, loading, a=None):
+    """An InferenceData holding ``theta_dims`` (M, K) and ``loading`` (Q, K) draws."""
+    import arviz as az
+
+    posterior = {"theta_dims": theta[None], "loading": loading[None]}
+    if a is not None:
+        posterior["a"] = a[None]
+    return az.from_dict(posterior=posterior)
+
+
+def test_dimension_support_counts_the_directions_the_items_see():
+    rng = np.random.default_rng(3)
+    s, m, q = 200, 12, 40
+    # two real dimensions: independent abilities, each half of the items on its own one
+    theta = rng.normal(size=(s, m, 2))
+    own = np.repeat(np.eye(2) * 0.8 + 0.1, q // 2, axis=0)  # (Q, 2)
+    loading = np.broadcast_to(own, (s, q, 2)).copy()
+    two = dimension_support(_dimension_draws(theta, loading))
+    assert two["fitted"] == 2 and two["supported"] == 2
+    assert two["share_lo"][1] > 0.1  # measured 0.15 (mean 0.29)
+    # a copy: the second dimension's abilities are the first's, so the items see one
+    copied = theta.copy()
+    copied[..., 1] = copied[..., 0] + 0.01 * rng.normal(size=(s, m))
+    one = dimension_support(_dimension_draws(copied, loading))
+    assert one["supported"] == 1 and one["share_hi"][1] < 0.01
+    # an empty dimension: every item loads on the first one
+    empty = np.zeros((s, q, 2))
+    empty[..., 0] = 1.0
+    assert dimension_support(_dimension_draws(theta, empty))["supported"] == 1
+    # the discrimination weights the items: with the second half nearly flat, one direction
+    a = np.broadcast_to(np.r_[np.ones(q // 2), np.full(q // 2, 0.02)], (s, q)).copy()
+    assert dimension_support(_dimension_draws(theta, loading, a))["supported"] == 1
+    assert sum(two["share_mean"]) == pytest.approx(1.0, abs=1e-3)
+
+
 @pytest.fixture(scope="module")
 def two_dim_run(tmp_path_factory):
     """A NUTS fit with ``--dims 2`` on a small two-dimensional panel (CLI, report)."""
@@ -189,8 +225,13 @@ def test_two_dimensional_fit_writes_its_tables_and_report(two_dim_run):
     assert "figures/loading_heatmap.png" in section and "figures/ability_map.png" in section
     assert "chain(s) were relabelled" in section
     assert (out / "figures" / "ability_map.png").stat().st_size > 10_000
+    assert "Support: the models x items matrix" in section
+    assert "Dimensions the data do not support" not in section
+    assert "the data support" not in output
     diagnostics = json.loads((out / "diagnostics.json").read_text())
     assert diagnostics["config"]["dims"] == 2
+    support = diagnostics["dimensions"]
+    assert support["fitted"] == 2 and support["supported"] == 2, support
 
 
 def test_two_dimensional_fit_recovers_the_abilities_up_to_rotation(two_dim_run):

@@ -211,6 +211,13 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
     abilities = getattr(result, "tables", {}).get("abilities")
     if abilities is not None:
         click.echo(best_by_dimension(abilities))
+    support = result.diagnostics.get("dimensions")
+    if support:
+        from bayes_dualeval.posterior.dimension_tables import support_warning
+
+        unsupported = support_warning(support)
+        if unsupported:
+            click.secho(f"warning: {to_flags(unsupported)}", err=True, fg="red")
     held = result.diagnostics.get("holdout")
     if held:
         click.echo(holdout_line(held))

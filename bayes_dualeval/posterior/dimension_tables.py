@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.posterior.summaries import draws_of, interval
 
 #: Label of the items without a domain in :func:`loading_by_domain`.
@@ -117,4 +118,73 @@ def loadings_table(idata, *, ci: float = 0.95) -> pd.DataFrame:
             "loading_hi": w_hi[rows, cols],
             "ci": ci if w.shape[0] > 1 else np.nan,
         }
+    )
+
+
+#: A direction of the items' predictions carrying less than this share of their variation
+#: (upper end of its 90% interval) is one the data do not support (:func:`dimension_support`).
+MIN_SHARE = 0.05
+
+
+def dimension_support(idata, *, min_share: float = MIN_SHARE) -> dict:
+    """How many independent directions the fitted abilities-and-loadings actually use.
+
+    Every cell's predictor moves with ``a_q theta_i . w_q``. For each draw, the models x items
+    matrix of these products (abilities centred over models) is split into its principal
+    directions; each direction's share of the matrix's variation (its squared singular
+    value over their sum) says how much of what the items see it carries. On data with
+    fewer real dimensions than fitted, the extra ones carry almost nothing, whether their
+    abilities copy another dimension's or their items load elsewhere; such a posterior is
+    a ridge that NUTS mixes poorly.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        A run with ability dimensions (:func:`has_dimensions`).
+    min_share : float
+        A direction whose share has a 90% upper bound below this is called unsupported.
+
+    Returns
+    -------
+    dict
+        ``share_mean``, ``share_lo``, ``share_hi`` (lists, largest direction first;
+        5% and 95% quantiles), ``supported`` (directions whose upper bound reaches
+        ``min_share``), ``fitted`` (K) and ``min_share``.
+    """
+    theta = draws_of(idata, "theta_dims")  # (S, M, K)
+    w = draws_of(idata, "loading")  # (S, Q, K)
+    if "a" in idata.posterior:  # the discrimination vectors a_q w_q
+        w = draws_of(idata, "a")[:, :, None] * w
+    theta = theta - theta.mean(axis=1, keepdims=True)
+    # singular values of T W^T: the square roots of the eigenvalues of (T^T T)(W^T W),
+    # a K x K product per draw (both factors positive semi-definite, so they are real)
+    gram = np.einsum("smk,sml->skl", theta, theta) @ np.einsum("sqk,sql->skl", w, w)
+    values = np.sort(np.clip(np.linalg.eigvals(gram).real, 0.0, None), axis=1)[:, ::-1]
+    share = values / np.maximum(values.sum(axis=1, keepdims=True), 1e-300)
+    lo, hi = np.quantile(share, [0.05, 0.95], axis=0)
+    return {
+        "fitted": int(share.shape[1]),
+        "supported": int(np.sum(hi >= min_share)),
+        "share_mean": [round(float(v), 4) for v in share.mean(axis=0)],
+        "share_lo": [round(float(v), 4) for v in lo],
+        "share_hi": [round(float(v), 4) for v in hi],
+        "min_share": min_share,
+    }
+
+
+def support_warning(support: dict) -> str | None:
+    """The sentence for a :func:`dimension_support` result with unsupported directions.
+
+    None when every fitted direction carries at least ``min_share`` of the variation.
+    """
+    k, used = support["fitted"], support["supported"]
+    if used >= k:
+        return None
+    shares = ", ".join(f"{v:.0%}" for v in support["share_mean"])
+    return (
+        f"the data support {used} of the {k} fitted ability dimensions: the items' "
+        f"predictions vary along {k} directions with shares {shares}, and "
+        f"{k - used} of them carry under {support['min_share']:.0%} (90% upper bound); "
+        f"extra dimensions make a ridge that mixes poorly. Compare with "
+        f"{setting('dims', max(used, 1))} (bayes-dualeval compare)"
     )

@@ -226,6 +226,10 @@ def fit(
     }
     if "losses" in draws.info:
         diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
+    if config.dims > 1:
+        from bayes_dualeval.posterior.dimension_tables import dimension_support
+
+        diagnostics["dimensions"] = dimension_support(idata)
     result = FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
     if held is not None:
         from bayes_dualeval.checks.holdout import holdout_scores

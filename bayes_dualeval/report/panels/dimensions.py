@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 from bayes_dualeval.core.fields import setting
-from bayes_dualeval.posterior.dimension_tables import dimension_labels, loading_by_domain
+from bayes_dualeval.posterior.dimension_tables import (
+    dimension_labels,
+    loading_by_domain,
+    support_warning,
+)
 from bayes_dualeval.posterior.idata import DIMENSIONS_ATTR
 from bayes_dualeval.report import plots
 from bayes_dualeval.report.context import ReportContext
@@ -34,6 +38,23 @@ def ability_dimensions(doc: Markup, ctx: ReportContext) -> None:
         "first, and named after the domain that loads on them most (a description: the "
         "model does not use domains). abilities.csv and loadings.csv have every number."
     )
+    support = ctx.diagnostics.get("dimensions")
+    if support:
+        shares = ", ".join(
+            f"{m:.0%} [{lo:.0%}, {hi:.0%}]"
+            for m, lo, hi in zip(
+                support["share_mean"], support["share_lo"], support["share_hi"], strict=True
+            )
+        )
+        doc.para(
+            f"Support: the models x items matrix of predictors a_q \u03b8_i \u00b7 w_q varies "
+            f"along {k} independent directions, with shares {shares} of its variation "
+            "(posterior mean and 90% interval): a dimension the data need carries a clear "
+            "share."
+        )
+        unsupported = support_warning(support)
+        if unsupported:
+            doc.banner("warn", "Dimensions the data do not support", [unsupported + "."])
     alignment = idata.posterior.attrs.get(DIMENSIONS_ATTR)
     if alignment:
         info = json.loads(alignment)
