@@ -177,6 +177,18 @@ def test_simulate_guess_and_slip_make_a_4pl_truth(tmp_path):
     assert_user_error(run(*args, "--guess", 0.6, "--slip", 0.5, "--force"), "guess", code=1)
 
 
+def test_simulate_dims_writes_a_multidimensional_truth(tmp_path):
+    args = ["simulate", tmp_path, "--models", 4, "--static-items", 10, "--arena-prompts", 4]
+    r = run(*args, "--domains", 2, "--dims", 2, "--dim-loading", 0.9, "--dim-correlation", 0)
+    assert r.exit_code == 0, r.output
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert all(len(v) == 2 for v in truth["theta_dims"].values())
+    loadings = [v["loading"] for v in truth["items"].values()]
+    assert len(loadings) == 14 and all(max(w) == pytest.approx(0.95) for w in loadings)
+    # the domain mixes with more than one dimension and refuses with one line
+    assert_user_error(run(*args, "--dims", 2, "--domain-sd", 0.5, "--force"), "choose one", code=1)
+
+
 # --------------------------------------------------------------------------- user mistakes
 
 
@@ -195,6 +207,8 @@ def test_simulate_guess_and_slip_make_a_4pl_truth(tmp_path):
         (["simulate", "x", "--guess", "1"], "Invalid value for '--guess'"),
         (["simulate", "x", "--slip", "-0.1"], "Invalid value for '--slip'"),
         (["simulate", "x", "--seed", "abc"], "is not a valid integer"),
+        (["simulate", "x", "--dims", "0"], "Invalid value for '--dims'"),
+        (["simulate", "x", "--dim-correlation", "1"], "Invalid value for '--dim-correlation'"),
         (["simulate"], "Missing argument"),
         (["frobnicate"], "No such command"),
     ],

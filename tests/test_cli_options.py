@@ -171,7 +171,8 @@ def test_simulate_defaults_are_the_simulators():
     params = by_name(simulate)
     renamed = {"n_models": "n_models", "static_items": "n_static", "arena_prompts": "n_arena"}
     renamed |= {"domains": "n_domains"}
-    for name in ("missing", "reward_noise", "prompt_offset_sd", "guess", "slip", "seed"):
+    names = ("missing", "reward_noise", "prompt_offset_sd", "guess", "slip", "domain_sd", "seed")
+    for name in names + ("dims", "dim_correlation", "dim_loading"):
         renamed[name] = name
     for option, argument in renamed.items():
         assert params[option].default == defaults[argument], option

@@ -71,6 +71,29 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     help="Spread of each model's ability deviation per domain (0: one ability per model; "
     "truth.json then has theta_domain).",
 )
+@click.option(
+    "--dims",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Ability dimensions of the truth (a compensatory multidimensional 2PL; truth.json "
+    "then has theta_dims and each item's loading).",
+)
+@click.option(
+    "--dim-correlation",
+    type=click.FloatRange(-1, 1, min_open=True, max_open=True),
+    default=0.3,
+    show_default=True,
+    help="With --dims: correlation of the models' abilities between dimensions.",
+)
+@click.option(
+    "--dim-loading",
+    type=click.FloatRange(0, 1),
+    default=0.8,
+    show_default=True,
+    help="With --dims: the loading of a domain's items on its own dimension (the rest is "
+    "spread evenly over all).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -87,6 +110,9 @@ def simulate(
     guess,
     slip,
     domain_sd,
+    dims,
+    dim_correlation,
+    dim_loading,
     seed,
     force,
 ):
@@ -101,6 +127,7 @@ def simulate(
         bayes-dualeval simulate sim/ --models 20 --static-items 400 --arena-prompts 150 \\
             --domains 3 --missing 0.1 --seed 7
         bayes-dualeval simulate sim-mc/ --guess 0.25
+        bayes-dualeval simulate sim-2d/ --domains 2 --dims 2 --dim-loading 0.9
     """
     from bayes_dualeval.model import simulate as sim
 
@@ -117,6 +144,9 @@ def simulate(
         guess=guess,
         slip=slip,
         domain_sd=domain_sd,
+        dims=dims,
+        dim_correlation=dim_correlation,
+        dim_loading=dim_loading,
         seed=seed,
     )
     for path in sim.write(out, static, arena, truth, force=force):
