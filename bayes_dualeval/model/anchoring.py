@@ -42,15 +42,23 @@ MAX_STEP = 2.0
 TARGET_EPS = 0.01
 
 
-def _mean_probability(b, a, theta, inputs: ModelInputs):
-    """``pbar_q`` and ``w_q = mean p (1 - p)`` at difficulties ``b`` (shape (Q,) each)."""
+def _mean_probability(b, a, theta, inputs: ModelInputs, *, slope: bool = False):
+    """``pbar_q`` and ``w_q = mean p (1 - p)`` at difficulties ``b`` (shape (Q,) each).
+
+    With ``slope``, also ``dw_q / db_q = -a_q mean p (1 - p) (1 - 2 p)``, from the same
+    pass over the cells.
+    """
     item = inputs.arena_item
     ability = ability_at(theta, inputs.arena_model, item)
     p = links.probability(links.eta(ability, b[item], a[item]))
     n = jnp.maximum(inputs.prompt_n, 1.0)
+    pq = p * (1.0 - p)
     pbar = jax.ops.segment_sum(p, item, inputs.n_items) / n
-    w = jax.ops.segment_sum(p * (1.0 - p), item, inputs.n_items) / n
-    return pbar, w
+    w = jax.ops.segment_sum(pq, item, inputs.n_items) / n
+    if not slope:
+        return pbar, w
+    dw = -a * jax.ops.segment_sum(pq * (1.0 - 2.0 * p), item, inputs.n_items) / n
+    return pbar, w, dw
 
 
 def _newton(theta, a, target, inputs: ModelInputs):
@@ -98,12 +106,18 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     # other parameters, so the change of variables and the posterior stay exact, and
     # only the gradient is approximate there (NUTS stays exact: its acceptance step uses
     # the density itself).
+    #
+    # ``w`` is wanted at ``b*``, which equals ``solved`` in value: its first-order expansion
+    # ``w(solved) + dw/db (b* - solved)`` has the same value and the same first derivatives
+    # as ``w(b*)`` (the factor ``b* - solved`` is zero in value, so the derivative of
+    # ``dw/db`` never counts), and it comes from the one pass over the arena cells that
+    # gives ``pbar`` instead of a second one.
     solved = _newton(*jax.lax.stop_gradient((theta, a, target)), inputs)
-    pbar, w = _mean_probability(solved, a, theta, inputs)
+    pbar, w, dw = _mean_probability(solved, a, theta, inputs, slope=True)
     slope = jax.lax.stop_gradient(a * jnp.maximum(w, 1e-6))
     residual = pbar - target
     b_star = solved + (residual - jax.lax.stop_gradient(residual)) / slope
-    _, w = _mean_probability(b_star, a, theta, inputs)
+    w = w + jax.lax.stop_gradient(dw) * (b_star - solved)
     return b_star, w
 
 
