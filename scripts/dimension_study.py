@@ -3,13 +3,16 @@
 For each data set, NUTS with the package's defaults fits ``dims`` 1, 2 (and 3 where asked),
 each with ``--holdout 0.1`` (the same cells left out of every fit), and one row per fit
 reports: convergence over every sampled site (max R-hat, min bulk and tail ESS,
-divergences, rounds), the fit's wall time, the held-out log score and AUC of static labels
-and arena pairs, and the PSIS-LOO comparison of the fits (``compare``: elpd difference to
-the best and its standard error, and which one ``compare`` prefers; differences within 2
-dse are ties). On simulated sets (truth known) it adds the recovery of the abilities per
-dimension after an orthogonal Procrustes rotation onto the truth (centred; correlation per
-dimension), the Spearman of the overall ability, and the recovered loading of each domain
-on its own dimension.
+divergences, rounds), the fit's wall time, the support check (how many of the fitted
+dimensions the data support; the smallest direction's share and its 95% quantile), the
+held-out log score and AUC of static labels and arena pairs, and the PSIS-LOO comparison of
+the fits (``compare``: elpd difference to the best and its standard error, and which one
+``compare`` prefers; differences within 2 dse are ties). On simulated sets (truth known) it
+adds the recovery of the abilities per dimension after an orthogonal Procrustes rotation
+onto the truth (centred; correlation per dimension), the coverage of their 90% intervals
+(each fitted dimension matched to the true one it correlates with most; no rotation), the
+Spearman of the overall ability, and the recovered loading of each domain on its own
+dimension.
 
 Data sets (``--only`` picks some): ``sim-2d`` (12 models, 300 questions and 100 prompts in
 2 domains, two dimensions correlated 0.3, each domain loading 0.8 + 0.1 on its own),
@@ -92,6 +95,11 @@ def row(name: str, dims: int, result, seconds: float) -> dict:
         "min_ess_bulk": d.get("min_ess_bulk"), "min_ess_tail": d.get("min_ess_tail"),
         "divergences": d.get("divergences"), "rounds": d["sampler_info"].get("rounds"),
     }  # fmt: skip
+    support = d.get("dimensions")
+    if support:
+        out["supported"] = f"{support['supported']} of {support['fitted']}"
+        out["last_share"] = support["share_mean"][-1]
+        out["last_share_hi"] = support["share_hi"][-1]
     for kind in ("static", "arena"):
         if kind in held:
             out[f"{kind}_log_score"] = round(held[kind]["log_score"], 4)
@@ -115,10 +123,24 @@ def recovery(result, truth) -> dict:
     true = np.array([truth["theta_dims"][m] for m in models])
     est = post["theta_dims"].mean(("chain", "draw")).values
     est, true = est - est.mean(0), true - true.mean(0)
-    rotation, _ = orthogonal_procrustes(est, true)
+    # with more fitted dimensions than true ones, the truth gets zero columns to match
+    padded = np.pad(true, ((0, 0), (0, max(est.shape[1] - true.shape[1], 0))))
+    rotation, _ = orthogonal_procrustes(est, padded)
     aligned = est @ rotation
     for k in range(true.shape[1]):
         out[f"procrustes_r{k + 1}"] = float(np.corrcoef(aligned[:, k], true[:, k])[0, 1])
+    # coverage of the 90% intervals, each fitted dimension matched to the true one it
+    # correlates with most (labels only: no rotation, the prior fixes the scale)
+    draws = post["theta_dims"].values.reshape(-1, *est.shape)
+    draws = draws - draws.mean(axis=1, keepdims=True)
+    lo, hi = np.quantile(draws, [0.05, 0.95], axis=0)
+    k_fit = est.shape[1]
+    corr = np.corrcoef(est.T, true.T)[:k_fit, k_fit:]
+    covered = [
+        (lo[:, k] <= true[:, corr[k].argmax()]) & (true[:, corr[k].argmax()] <= hi[:, k])
+        for k in range(min(k_fit, true.shape[1]))
+    ]
+    out["coverage90"] = float(np.mean(covered))
     w = post["loading"].mean(("chain", "draw")).values
     domain = result.idata.constant_data["item_domain"].values
     profile = pd.DataFrame(w).groupby(domain).mean()
