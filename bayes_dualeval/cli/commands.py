@@ -1,7 +1,7 @@
 """The ``bayes-dualeval`` command line: a thin click layer over the library.
 
 One module per command (:mod:`~bayes_dualeval.cli.check`, ``simulate``, ``fit``,
-``report``, ``compare``, ``score``, ``compress``, ``adaptive``, ``models``);
+``report``, ``compare``, ``predict``, ``score``, ``compress``, ``adaptive``, ``models``);
 :mod:`~bayes_dualeval.cli.shared` turns library errors into one clean line, and
 :mod:`~bayes_dualeval.cli.options` makes options from the settings dataclasses. JAX is
 only imported by the commands that need it, after the host device count is set.
@@ -18,6 +18,7 @@ from bayes_dualeval.cli.compare import compare
 from bayes_dualeval.cli.compress import compress
 from bayes_dualeval.cli.fit import fit
 from bayes_dualeval.cli.models import models
+from bayes_dualeval.cli.predict import predict
 from bayes_dualeval.cli.report import report
 from bayes_dualeval.cli.score import score
 from bayes_dualeval.cli.shared import CONTEXT
@@ -38,7 +39,18 @@ def cli():
     """
 
 
-for _command in (check, simulate, fit, report, compare, score, compress, adaptive, models):
+for _command in (
+    check,
+    simulate,
+    fit,
+    report,
+    compare,
+    predict,
+    score,
+    compress,
+    adaptive,
+    models,
+):
     cli.add_command(_command)
 
 
