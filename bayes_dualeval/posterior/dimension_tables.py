@@ -121,8 +121,8 @@ def loadings_table(idata, *, ci: float = 0.95) -> pd.DataFrame:
     )
 
 
-#: A direction of the items' predictions carrying less than this share of their variation
-#: (upper end of its 90% interval) is one the data do not support (:func:`dimension_support`).
+#: A direction of the items' predictions is supported when the lower end of the 90% interval
+#: of its share of their variation reaches this (:func:`dimension_support`).
 MIN_SHARE = 0.05
 
 
@@ -142,13 +142,16 @@ def dimension_support(idata, *, min_share: float = MIN_SHARE) -> dict:
     idata : arviz.InferenceData
         A run with ability dimensions (:func:`has_dimensions`).
     min_share : float
-        A direction whose share has a 90% upper bound below this is called unsupported.
+        A direction is supported when its share's 5% quantile reaches this: the data must
+        show, with 95% posterior probability, that it carries at least this much (the
+        burden of proof is on the extra dimension, as ``compare`` prefers the simpler of
+        two fits that predict alike).
 
     Returns
     -------
     dict
         ``share_mean``, ``share_lo``, ``share_hi`` (lists, largest direction first;
-        5% and 95% quantiles), ``supported`` (directions whose upper bound reaches
+        5% and 95% quantiles), ``supported`` (directions whose 5% quantile reaches
         ``min_share``), ``fitted`` (K) and ``min_share``.
     """
     theta = draws_of(idata, "theta_dims")  # (S, M, K)
@@ -164,7 +167,7 @@ def dimension_support(idata, *, min_share: float = MIN_SHARE) -> dict:
     lo, hi = np.quantile(share, [0.05, 0.95], axis=0)
     return {
         "fitted": int(share.shape[1]),
-        "supported": int(np.sum(hi >= min_share)),
+        "supported": int(np.sum(lo >= min_share)),
         "share_mean": [round(float(v), 4) for v in share.mean(axis=0)],
         "share_lo": [round(float(v), 4) for v in lo],
         "share_hi": [round(float(v), 4) for v in hi],
@@ -184,7 +187,7 @@ def support_warning(support: dict) -> str | None:
     return (
         f"the data support {used} of the {k} fitted ability dimensions: the items' "
         f"predictions vary along {k} directions with shares {shares}, and "
-        f"{k - used} of them carry under {support['min_share']:.0%} (90% upper bound); "
+        f"{k - used} of them may carry under {support['min_share']:.0%} (5% quantile); "
         f"extra dimensions make a ridge that mixes poorly. Compare with "
         f"{setting('dims', max(used, 1))} (bayes-dualeval compare)"
     )
