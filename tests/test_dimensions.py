@@ -256,3 +256,24 @@ def test_a_bank_with_dimensions_is_refused(two_dim_run):
     out, _, _ = two_dim_run
     with pytest.raises(InputError, match="2 ability dimensions"):
         Bank.from_run(out)
+
+
+def test_predict_reads_the_abilities_through_the_loadings(two_dim_run):
+    import arviz as az
+    import pandas as pd
+
+    out, _, _ = two_dim_run
+    idata = az.from_netcdf(out / "posterior.nc")
+    post = idata.posterior
+    model, item = str(post["model"].values[3]), str(post["item"].values[7])
+    result = CliRunner().invoke(
+        cli, ["predict", str(out), "--models", model, "--items", item, "--out", str(out / "p.csv")]
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = pd.read_csv(out / "p.csv").itertuples()
+    theta = post["theta_dims"].values[:, :, 3].reshape(-1, 2)
+    w = post["loading"].values[:, :, 7].reshape(-1, 2)
+    a = post["a"].values[:, :, 7].reshape(-1)
+    b = post["b"].values[:, :, 7].reshape(-1)
+    p = 1.0 / (1.0 + np.exp(-a * ((theta * w).sum(axis=1) - b)))
+    assert row.p_mean == pytest.approx(p.mean(), abs=1e-5)
