@@ -23,13 +23,15 @@ prompts in 3 domains, deviations of sd 0.5 and one model +2 in one domain), ``si
 8 categories), ``alpaca`` (AlpacaEval, 56 models x 805 prompts, its 5 subsets as domains;
 MAP only, NUTS at this size belongs to the scale issue). The coverage study adds
 ``--coverage-seeds`` simulated sets of 10 models x 240 questions x 60 prompts, deviations
-of sd 0.5.
+of sd 0.5; ``flat-coverage`` the same sets without domain effects, fitted with one ability
+and with domain abilities, for the coverage of the overall abilities under both.
 
 Usage::
 
     python scripts/domain_study.py                    # everything (~40 min on 2 cores)
     python scripts/domain_study.py --only mtbench --splits 2
     python scripts/domain_study.py --only coverage --coverage-seeds 6
+    python scripts/domain_study.py --only flat-coverage --coverage-seeds 4
 """
 
 from __future__ import annotations
@@ -146,6 +148,19 @@ def truth_figures(result, truth) -> dict:
             "coverage90": float(np.mean(inside)), "cells": len(inside)}  # fmt: skip
 
 
+def overall_coverage(result, truth, ci: float = 0.9) -> float:
+    """Coverage of the ``ci`` intervals of the centred overall abilities ``theta``."""
+    from bayes_dualeval.posterior.summaries import draws_of, interval
+
+    theta = draws_of(result.idata, "theta")
+    theta = theta - theta.mean(axis=1, keepdims=True)
+    models = result.idata.posterior["model"].values
+    true = np.array([truth["theta"][m] for m in models])
+    lo, hi = interval(theta, ci)
+    true = true - true.mean()
+    return float(np.mean((lo <= true) & (true <= hi)))
+
+
 def split_items(ds, seed: int):
     """Two datasets holding each domain's items A and B (random halves), and their masks."""
     from bayes_dualeval.data.dataset import Dataset
@@ -260,6 +275,21 @@ def main(argv=None) -> int:
             truth_rows.append({"data": f"coverage-{seed}", **truth_figures(result, truth),
                                **row("coverage", "domain", "nuts", result, seconds)})  # fmt: skip
             progress(f"  {truth_rows[-1]}")
+    if "flat-coverage" in chosen:
+        # is the shortfall the domain part? Panels without domain effects (sd 0), where one
+        # ability is the true model: coverage of the overall abilities under both fits, and
+        # of the domain abilities (truth: the overall ability) under the domain fit
+        for seed in range(args.coverage_seeds):
+            ds, truth = simulated(seed, n_models=10, n_static=240, n_arena=60, sd=0.0,
+                                  specialist=False)  # fmt: skip
+            for abilities in ("single", "domain"):
+                result, seconds = fit_one(ds, abilities, "nuts", holdout=0.0, seed=seed)
+                figures = {"overall_coverage90": overall_coverage(result, truth)}
+                if abilities == "domain":
+                    figures |= truth_figures(result, truth)
+                truth_rows.append({"data": f"flat-{seed}", **figures,
+                                   **row("flat", abilities, "nuts", result, seconds)})  # fmt: skip
+                progress(f"  {truth_rows[-1]}")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(pd.DataFrame(rows).to_string(index=False))
         if truth_rows:
