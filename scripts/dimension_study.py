@@ -16,7 +16,8 @@ dimension.
 
 Data sets (``--only`` picks some): ``sim-2d`` (12 models, 300 questions and 100 prompts in
 2 domains, two dimensions correlated 0.3, each domain loading 0.8 + 0.1 on its own),
-``sim-2d-static`` (the same, static questions only), ``sim-1d`` (the same sizes, one
+``sim-2d-static`` (the same, static questions only), ``sim-2d-nodomain`` (the same data
+without the items' domains: the loadings then share one profile), ``sim-1d`` (the same sizes, one
 dimension), ``bundled`` (data/, one dimension), ``mtbench`` (the shared MT-Bench grades,
 34 models x 160 turns, 8 categories).
 
@@ -40,7 +41,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO.parent / "shared" / "data" / "real"
-SETS = ("sim-2d", "sim-2d-static", "sim-1d", "bundled", "mtbench")
+SETS = ("sim-2d", "sim-2d-static", "sim-2d-nodomain", "sim-1d", "bundled", "mtbench")
 
 
 def progress(text: str) -> None:
@@ -57,6 +58,8 @@ def simulated(name: str, seed: int = 11):
         12, 300, n_arena, n_domains=2, dims=dims, dim_correlation=0.3, dim_loading=0.8,
         missing=0.1, prompt_offset_sd=0.0, seed=seed,
     )  # fmt: skip
+    if name.endswith("nodomain"):  # the same data, the items' domains not given
+        static, arena = static.drop(columns="domain"), arena.drop(columns="domain")
     frames = {"static": static, "arena": arena} if n_arena else {"static": static}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
