@@ -185,3 +185,23 @@ def test_mistakes_are_one_line_errors(domain_run, tmp_path):
     same = tmp_path / "same.csv"
     same.write_text("model,item,opponent\natlas-70b,arena::math_prompt_0001,atlas-70b\n")
     user_error(invoke("predict", out, "--cells", same), "two different models")
+
+
+def test_a_bradley_terry_run_predicts_pairs_and_refuses_to_route(tmp_path):
+    static, arena, truth = simulate(4, 0, 5, seed=1)
+    write(tmp_path / "data", static, arena, truth)
+    out = tmp_path / "bt"
+    r = invoke("fit", tmp_path / "data", "--model", "bradley-terry", "--sampler", "map",
+               "--out", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = invoke("predict", out)
+    assert r.exit_code == 0, r.output
+    table = pd.read_csv(out / "predictions.csv")
+    assert len(table) == 4 * 3 * 5 and (table["kind"] == "arena").all()
+    idata = az.from_netcdf(out / "posterior.nc")
+    post = idata.posterior
+    theta = dict(zip(post["model"].values, post["theta"].values[0, 0], strict=True))
+    row = table.iloc[0]
+    expected = 1.0 / (1.0 + np.exp(-(theta[row["model"]] - theta[row["opponent"]])))
+    assert row["p_mean"] == pytest.approx(expected, abs=1e-5)
+    user_error(invoke("predict", out, "--route"), "no item parameters")

@@ -238,6 +238,11 @@ def route(
     models, items = np.asarray(models), np.asarray(items)
     if len(models) < 1 or len(items) < 1:
         raise InputError("routing needs at least one model and one item")
+    if run.items.get("b") is None:
+        raise InputError(
+            f"the run's model ({run.model.config.name}) has no item parameters, so every "
+            "item would go to the same model: route with a run of an IRT model"
+        )
     ds = run.dataset
     m = np.tile(models, len(items))
     q = np.repeat(items, len(models))
