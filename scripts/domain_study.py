@@ -248,7 +248,7 @@ def main(argv=None) -> int:
     chosen = args.only.split(",")
     rows, truth_rows, orders = [], [], []
     for name in chosen:
-        if name == "coverage":
+        if name in ("coverage", "flat-coverage"):
             continue
         sampler = "map" if name == "alpaca" else "nuts"
         if name.startswith("sim-"):
