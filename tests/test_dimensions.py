@@ -277,3 +277,27 @@ def test_predict_reads_the_abilities_through_the_loadings(two_dim_run):
     b = post["b"].values[:, :, 7].reshape(-1)
     p = 1.0 / (1.0 + np.exp(-a * ((theta * w).sum(axis=1) - b)))
     assert row.p_mean == pytest.approx(p.mean(), abs=1e-5)
+
+
+def test_dimensions_without_domains_warn_before_sampling(monkeypatch):
+    from bayes_dualeval.core.errors import DataWarning
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.runs import fit as run_fit
+
+    class Sampled(Exception):
+        pass
+
+    def sample(*args, **kwargs):
+        raise Sampled
+
+    monkeypatch.setattr(run_fit, "sample", sample)
+    static, arena, _ = simulate(5, 20, 4, n_domains=2, seed=1)
+    with_domains = frames_dataset(static, arena)
+    without = frames_dataset(static.drop(columns="domain"), arena.drop(columns="domain"))
+    settings = SamplerSettings(chains=1, progress=False)
+    with pytest.warns(DataWarning, match="0 item domain"), pytest.raises(Sampled):
+        run_fit.fit(without, TWO, settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        with pytest.raises(Sampled):
+            run_fit.fit(with_domains, TWO, settings)

@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import platform
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ import numpy as np
 
 from bayes_dualeval import __version__
 from bayes_dualeval.core import atomic
+from bayes_dualeval.core.errors import DataWarning
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
@@ -173,6 +176,15 @@ def fit(
     release_if_crowded()
     timings = dict(timings or {})
     dataset = DualEvalModel(config).fitted_data(dataset)
+    if config.dims > 1 and len(dataset.domains) < 2:
+        warnings.warn(
+            f"{setting('dims', config.dims)} with {len(dataset.domains)} item domain(s): every "
+            "item's loadings then share one prior profile, and on simulated two-dimensional "
+            "data without domains such a fit found only one dimension (docs/validation.md, "
+            "section 8.1); give the items a 'domain' or 'category' field",
+            DataWarning,
+            stacklevel=2,
+        )
     held = None
     if holdout:
         from bayes_dualeval.data.holdout import hold_out
