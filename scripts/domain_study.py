@@ -240,6 +240,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default=",".join(SETS))
     parser.add_argument("--splits", type=int, default=2)
     parser.add_argument("--coverage-seeds", type=int, default=4)
+    parser.add_argument("--first-seed", type=int, default=0, help="first coverage seed")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     args = parser.parse_args(argv)
     from bayes_dualeval.inference.device import configure
@@ -269,7 +270,7 @@ def main(argv=None) -> int:
         if truth is None and name != "bundled":
             orders.extend({"data": name, **r} for r in order_check(ds, sampler, args.splits))
     if "coverage" in chosen:
-        for seed in range(args.coverage_seeds):
+        for seed in range(args.first_seed, args.first_seed + args.coverage_seeds):
             ds, truth = simulated(seed, n_models=10, n_static=240, n_arena=60, specialist=False)
             result, seconds = fit_one(ds, "domain", "nuts", holdout=0.0, seed=seed)
             truth_rows.append({"data": f"coverage-{seed}", **truth_figures(result, truth),
@@ -279,7 +280,7 @@ def main(argv=None) -> int:
         # is the shortfall the domain part? Panels without domain effects (sd 0), where one
         # ability is the true model: coverage of the overall abilities under both fits, and
         # of the domain abilities (truth: the overall ability) under the domain fit
-        for seed in range(args.coverage_seeds):
+        for seed in range(args.first_seed, args.first_seed + args.coverage_seeds):
             ds, truth = simulated(seed, n_models=10, n_static=240, n_arena=60, sd=0.0,
                                   specialist=False)  # fmt: skip
             for abilities in ("single", "domain"):
