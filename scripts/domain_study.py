@@ -273,8 +273,8 @@ def main(argv=None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.coverage_seeds):
             ds, truth = simulated(seed, n_models=10, n_static=240, n_arena=60, specialist=False)
             result, seconds = fit_one(ds, "domain", "nuts", holdout=0.0, seed=seed)
-            truth_rows.append({"data": f"coverage-{seed}", **truth_figures(result, truth),
-                               **row("coverage", "domain", "nuts", result, seconds)})  # fmt: skip
+            fitted = row(f"coverage-{seed}", "domain", "nuts", result, seconds)
+            truth_rows.append({**truth_figures(result, truth), **fitted})
             progress(f"  {truth_rows[-1]}")
     if "flat-coverage" in chosen:
         # is the shortfall the domain part? Panels without domain effects (sd 0), where one
@@ -288,8 +288,8 @@ def main(argv=None) -> int:
                 figures = {"overall_coverage90": overall_coverage(result, truth)}
                 if abilities == "domain":
                     figures |= truth_figures(result, truth)
-                truth_rows.append({"data": f"flat-{seed}", **figures,
-                                   **row("flat", abilities, "nuts", result, seconds)})  # fmt: skip
+                fitted = row(f"flat-{seed}", abilities, "nuts", result, seconds)
+                truth_rows.append({**figures, **fitted})
                 progress(f"  {truth_rows[-1]}")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(pd.DataFrame(rows).to_string(index=False))
