@@ -105,6 +105,23 @@ def arena_rows(models, prompts=("p0", "p1"), reward=None):
     return rows
 
 
+def frames_dataset(static, arena):
+    """A Dataset of simulated frames, static rows from source ``bench``, arena from ``arena``.
+
+    Imported by tests (``from conftest import frames_dataset``); the loader's warnings (for
+    example about the simulator's extra columns) are silenced.
+    """
+    import warnings
+
+    from bayes_dualeval.data.dataset import Dataset
+
+    static, arena = static.copy(), arena.copy()
+    static["source"], arena["source"] = "bench", "arena"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Dataset.from_frames(static=static, arena=arena)
+
+
 @pytest.fixture
 def rows():
     """The row builders, for tests that need them (``rows.static``, ``rows.arena``)."""

@@ -11,12 +11,12 @@ import warnings
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import frames_dataset
 from numpyro.handlers import seed, substitute, trace
 from scipy.linalg import orthogonal_procrustes
 
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError, InputError
-from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.mode import check_map_supports
 from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.model.ability_map import AbilityMap, ability_at
@@ -29,14 +29,6 @@ from bayes_dualeval.posterior.dimension_tables import dimension_support
 from bayes_dualeval.posterior.dimensions import align
 
 TWO = ModelConfig(dims=2)
-
-
-def frames_dataset(static, arena):
-    static, arena = static.copy(), arena.copy()
-    static["source"], arena["source"] = "bench", "arena"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return Dataset.from_frames(static=static, arena=arena)
 
 
 def test_configuration_refuses_what_it_cannot_fit():

@@ -6,18 +6,17 @@ others, as issue 24 states it.
 """
 
 import json
-import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import frames_dataset
 from numpyro.handlers import seed, trace
 from scipy.stats import spearmanr
 
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError, InputError
-from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.model.ability_map import AbilityMap, ability_at, domain_map
 from bayes_dualeval.model.config import ModelConfig, load_spec
@@ -29,14 +28,6 @@ from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.runs.compare import compare_runs
 
 DOMAIN = ModelConfig(abilities="domain")
-
-
-def frames_dataset(static, arena):
-    static, arena = static.copy(), arena.copy()
-    static["source"], arena["source"] = "bench", "arena"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return Dataset.from_frames(static=static, arena=arena)
 
 
 def small(missing=0.2, seed_=4, **kw):
