@@ -80,35 +80,51 @@ def win_probability(run: FittedRun, model, opponent, item) -> np.ndarray:
     """Draws of ``P(model beats opponent on item)``, shape (draws, pairs) float32.
 
     ``sigmoid(gamma (p_iq - p_jq))`` under the pairs or reward likelihood, and
-    ``sigmoid(theta_i - theta_j)`` under Bradley-Terry (which has no items).
+    ``sigmoid(theta_i - theta_j)`` under Bradley-Terry (which has no items). Each arena
+    cell's ``p_iq`` is computed once, however many pairs it is a side of.
     """
     if run.arena == "bt":
         return pair_win_probability(run.theta[:, model], run.theta[:, opponent], np.float32(1.0))
     if run.gamma is None:
         raise InputError("the run fitted no arena data: it cannot predict arena pairs")
-    p_i = success_probability(run, model, item)
-    p_j = success_probability(run, opponent, item)
+    n = run.dataset.n_items
+    keys = _key(np.concatenate([model, opponent]), np.concatenate([item, item]), n)
+    cells, side = np.unique(keys, return_inverse=True)
+    p = success_probability(run, cells // n, cells % n)
+    p_i, p_j = p[:, side[: len(model)]], p[:, side[len(model) :]]
     return pair_win_probability(p_i, p_j, run.gamma[:, None])
 
 
+def _key(model, item, n_items: int) -> np.ndarray:
+    """One integer per cell ``(model, item)``."""
+    return np.asarray(model, dtype=np.int64) * max(n_items, 1) + np.asarray(item)
+
+
+def _at_cells(data_model, data_item, values, n_items: int, model, item) -> np.ndarray:
+    """The data's ``values`` at the cells ``(model, item)``, NaN where the data lack one.
+
+    ``values`` belong to the data's cells ``(data_model, data_item)``; of a repeated cell
+    the first value counts.
+    """
+    known = pd.Series(values, index=_key(data_model, data_item, n_items))
+    known = known[~known.index.duplicated()]
+    return known.reindex(_key(model, item, n_items)).to_numpy()
+
+
 def _observed_static(run: FittedRun, model, item) -> np.ndarray:
+    """The label of each static cell, where the data have it."""
     ds = run.dataset
-    n = max(ds.n_items, 1)
-    key = ds.static_model.astype(np.int64) * n + ds.static_item
-    seen = pd.Series(ds.static_y.astype(float), index=key)
-    seen = seen[~seen.index.duplicated()]
-    return seen.reindex(model * n + item).to_numpy()
+    labels = ds.static_y.astype(float)
+    return _at_cells(ds.static_model, ds.static_item, labels, ds.n_items, model, item)
 
 
 def _observed_arena(run: FittedRun, model, opponent, item) -> np.ndarray:
     """``sigmoid(z_i - z_j)``, the soft target the fit distils, where both cells were seen."""
     ds = run.dataset
-    n = max(ds.n_items, 1)
-    key = ds.arena_model.astype(np.int64) * n + ds.arena_item
-    z = pd.Series(ds.arena_z, index=key)
-    z = z[~z.index.duplicated()]
-    z_i = z.reindex(model * n + item).to_numpy()
-    z_j = z.reindex(opponent * n + item).to_numpy()
+    z_i, z_j = (
+        _at_cells(ds.arena_model, ds.arena_item, ds.arena_z, ds.n_items, side, item)
+        for side in (model, opponent)
+    )
     with np.errstate(invalid="ignore"):
         return links.sigmoid(z_i - z_j)
 
