@@ -96,13 +96,22 @@ def _run_option(*decls, **kwargs):
     help="Seed of the held-out split (runs of other models with the same seed hold out the "
     "same cells).",
 )
+@_run_option(
+    "--item-features",
+    "item_features",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    help="CSV or Parquet of numeric item features (column 'item' with the ids as items.csv "
+    "writes them): a regression prior on difficulty and discrimination; items in it without "
+    "responses are calibrated from their features (docs/model.md).",
+)
 @fit_anomalies_option
 @_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @clean_errors
 def fit(
-    data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, anomalies,
-    no_report, quiet, reward_norm, skip_invalid, **fields,
+    data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, item_features,
+    anomalies, no_report, quiet, reward_norm, skip_invalid, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -117,6 +126,7 @@ def fit(
         bayes-dualeval fit data/ --sampler map --mode static --out runs/static-map
         bayes-dualeval fit data/ --irt 3pl --guess-mean 0.25
         bayes-dualeval fit data/ --sampler svi --anomalies all
+        bayes-dualeval fit data/ --item-features data/items.features.csv
     """
     import time
 
@@ -143,12 +153,20 @@ def fit(
     run_dir = check_new_folder(out) if out else default_run_dir(sampler)
     start = time.perf_counter()
     ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    features = None
+    if item_features:
+        from bayes_dualeval.data.features import read_features
+
+        features = read_features(item_features)
     timings = {"data": round(time.perf_counter() - start, 3)}
     say(ds.summary(), quiet)
     say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
     result = run_fit(
-        ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed
-    )
+        ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed,
+        features=features, features_name=item_features or "features",
+    )  # fmt: skip
+    if features is not None:
+        say(feature_line(result.diagnostics["features"]), quiet)
     cut = result.diagnostics["sampler_info"].get("interrupted_round")
     if cut:
         click.secho(
@@ -235,6 +253,18 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="red",
         )
+
+
+def feature_line(report: dict) -> str:
+    """One line on the item features a fit used (``diagnostics["features"]``)."""
+    line = (
+        f"item features: {report['columns']} column(s) -> {report['components']} "
+        f"component(s) ({100 * report['variance_share']:.0f}% of their variance), "
+        f"{report['items_with_features']} items"
+    )
+    if report["items_without_responses"]:
+        line += f", {report['items_without_responses']} of them calibrated from features alone"
+    return line
 
 
 def best_by_domain(by_domain) -> str:

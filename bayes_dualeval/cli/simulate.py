@@ -94,6 +94,21 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     help="With --dims: the loading of a domain's items on its own dimension (the rest is "
     "spread evenly over all).",
 )
+@click.option(
+    "--item-features",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Numeric item features to draw, written to OUT/items.features.csv (for fit "
+    "--item-features); they carry --feature-share of the difficulty's variance.",
+)
+@click.option(
+    "--feature-share",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="With --item-features: the share of the difficulty's variance the features carry.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -113,6 +128,8 @@ def simulate(
     dims,
     dim_correlation,
     dim_loading,
+    item_features,
+    feature_share,
     seed,
     force,
 ):
@@ -128,6 +145,7 @@ def simulate(
             --domains 3 --missing 0.1 --seed 7
         bayes-dualeval simulate sim-mc/ --guess 0.25
         bayes-dualeval simulate sim-2d/ --domains 2 --dims 2 --dim-loading 0.9
+        bayes-dualeval simulate sim-feat/ --item-features 64 --feature-share 0.6
     """
     from bayes_dualeval.model import simulate as sim
 
@@ -147,6 +165,8 @@ def simulate(
         dims=dims,
         dim_correlation=dim_correlation,
         dim_loading=dim_loading,
+        item_features=item_features,
+        feature_share=feature_share,
         seed=seed,
     )
     for path in sim.write(out, static, arena, truth, force=force):

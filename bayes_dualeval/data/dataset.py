@@ -194,6 +194,61 @@ class Dataset:
             raise InputError(f"model {missing[0]!r} has no {kind} rows")
         return out
 
+    def with_items(self, extra: pd.DataFrame) -> Dataset:
+        """The same data with more items, which have no responses (e.g. known by features).
+
+        Parameters
+        ----------
+        extra : pandas.DataFrame
+            Columns ``item, kind, source, domain``; ids must be new.
+
+        Returns
+        -------
+        Dataset
+            Items still ordered static first, then arena; cell indices remapped.
+
+        Raises
+        ------
+        InputError
+            If an id is already an item, or a kind is not one of :data:`KINDS`.
+        """
+        ids = extra["item"].to_numpy(dtype=str)
+        clash = np.flatnonzero(np.isin(ids, self.items))
+        if len(clash):
+            raise InputError(f"item {ids[clash[0]]!r} is already an item of the data")
+        kinds = extra["kind"].to_numpy(dtype=str)
+        if not np.isin(kinds, KINDS).all():
+            raise InputError(f"item kinds must be one of {KINDS}")
+        items = np.concatenate([self.items, ids])
+        kind = np.concatenate([self.item_kind, kinds])
+        source = np.concatenate([self.item_source, extra["source"].to_numpy(dtype=str)])
+        domain = np.concatenate(
+            [self.item_domain, extra["domain"].fillna("").to_numpy(dtype=str)]
+        )
+        order = np.argsort(kind != "static", kind="stable")
+        position = np.empty(len(order), np.int32)
+        position[order] = np.arange(len(order), dtype=np.int32)
+        groups, item_group = np.unique(
+            np.char.add(np.char.add(kind[order], ":"), source[order]), return_inverse=True
+        )
+
+        def frozen(values, dtype=None):
+            out = np.array(values, dtype=dtype)
+            out.setflags(write=False)
+            return out
+
+        return dataclasses.replace(
+            self,
+            items=frozen(items[order]),
+            item_kind=frozen(kind[order]),
+            item_source=frozen(source[order]),
+            item_domain=frozen(domain[order]),
+            item_group=frozen(item_group, np.int32),
+            groups=frozen(groups.astype(str)),
+            static_item=frozen(position[self.static_item], np.int32),
+            arena_item=frozen(position[self.arena_item], np.int32),
+        )
+
     # ------------------------------------------------------------------ sizes
     @property
     def n_models(self) -> int:

@@ -37,6 +37,9 @@ _ARENA_ONLY = {"item_id", "reward"}
 #: Extra fields kept per item as metadata (the first one present gives the item's domain).
 DOMAIN_FIELDS = ("domain", "category")
 SUFFIXES = (".jsonl", ".csv")
+#: Files ending so hold item features (:mod:`bayes_dualeval.data.features`), not responses:
+#: a folder of responses may keep them beside the data, and reading it skips them.
+FEATURE_SUFFIX = ".features.csv"
 
 _TRUE = {"1", "1.0", "true"}
 _FALSE = {"0", "0.0", "false"}
@@ -98,6 +101,7 @@ def find_files(paths) -> list[tuple[Path, Path]]:
                 for f in p.rglob("*")
                 if f.is_file()
                 and f.suffix.lower() in SUFFIXES
+                and not f.name.lower().endswith(FEATURE_SUFFIX)
                 and not any(part.startswith(".") for part in f.relative_to(p).parts)
             )
             found.extend((f, p) for f in files)

@@ -130,6 +130,10 @@ class ModelConfig:
     loading_scale : float
         ``dims > 1``: prior median of the spread of items' loading logits around their
         domain's profile, ``sigma_loading ~ LogNormal(log(loading_scale), 0.5)``.
+    feature_scale, feature_loga_scale : float
+        With item features: HalfNormal scales of ``tau_beta_b`` and ``tau_beta_log_a``,
+        the standard deviations over items of the parts of ``b`` and ``log a`` the
+        features explain (see :func:`bayes_dualeval.model.priors.feature_shift`).
     description : str
         One line on what the specification is for.
     """
@@ -217,6 +221,12 @@ class ModelConfig:
         "Dimensions: prior median of the spread of items' loading logits around their "
         "domain's profile.",
         _POSITIVE,
+    )
+    feature_scale: float = _prior(
+        1.0, "Item features: HalfNormal scale of the sd of b they explain.", _POSITIVE
+    )
+    feature_loga_scale: float = _prior(
+        0.3, "Item features: HalfNormal scale of the sd of log a they explain.", _POSITIVE
     )
     description: str = ""
 

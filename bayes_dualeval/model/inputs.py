@@ -92,6 +92,10 @@ class ModelInputs:
         separate all-zero array into the compiled program of parallel chains (where the
         data are constants), which changes float32 rounding, so the same seed would no
         longer give the same draws as earlier releases.
+    item_features : jax.Array of float32, shape (Q, F)
+        Regressors of the item prior (:mod:`bayes_dualeval.data.features`: whitened
+        principal components of the item features; a row of zeros for an item without
+        features); ``F = 0`` without features.
     """
 
     n_models: int
@@ -123,6 +127,7 @@ class ModelInputs:
     prompt_se: jax.Array
     level_group: jax.Array
     centring: jax.Array
+    item_features: jax.Array
 
     @property
     def b_centred(self) -> jax.Array:
@@ -189,6 +194,7 @@ def build_inputs(
     pairs: Pairs | None = None,
     *,
     centred: str = "none",
+    features=None,
 ) -> tuple[ModelInputs, Pairs | None]:
     """Precompute the model's arrays.
 
@@ -200,6 +206,9 @@ def build_inputs(
         Distilled pairs; computed with the configuration's ratios when not given.
     centred : {"none", "auto", "all"}
         Which items to sample in centred coordinates (:func:`centring`).
+    features : FeatureDesign, optional
+        Item features (:func:`bayes_dualeval.data.features.design`), aligned to the items
+        by id.
 
     Returns
     -------
@@ -216,7 +225,8 @@ def build_inputs(
     r_model = dataset.arena_model if use_arena else empty_i
     r_item = dataset.arena_item if use_arena else empty_i
     r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
-    static_items = np.unique(s_item).astype(i32)
+    # the static questions, answered or known only by their features (3PL/4PL floors)
+    static_items = (dataset.static_items if use_static else empty_i).astype(i32)
     prompt_n = np.bincount(r_item, minlength=dataset.n_items).astype(f32)
     prompt_zbar, prompt_se, group_of_item, n_level_groups = prompt_level(
         r_model, r_item, r_z, np.asarray(dataset.item_group), dataset.n_models
@@ -262,6 +272,10 @@ def build_inputs(
         arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
     )
     n_domains, item_domain = _domains(dataset, config)
+    x_features = np.zeros((dataset.n_items, 0), f32)
+    if features is not None:
+        _check_features(config)
+        x_features = features.aligned(dataset.items)
     inputs = ModelInputs(
         n_models=dataset.n_models,
         n_items=dataset.n_items,
@@ -292,8 +306,20 @@ def build_inputs(
         prompt_se=jnp.asarray(prompt_se),
         level_group=jnp.asarray(group_of_item),
         centring=jnp.asarray(item_centring),
+        item_features=jnp.asarray(x_features),
     )
     return inputs, pairs
+
+
+def _check_features(config: ModelConfig) -> None:
+    """Raise :class:`ConfigError` unless the specification can take item features."""
+    if config.mode == "bt":
+        raise ConfigError("item features need item parameters, which mode 'bt' does not have")
+    if config.item_prior != "hierarchical":
+        raise ConfigError(
+            "item features shift the hierarchical item prior's location; "
+            f"item_prior is {config.item_prior!r}"
+        )
 
 
 def _domains(dataset: Dataset, config: ModelConfig) -> tuple[int, np.ndarray]:

@@ -126,6 +126,7 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
                 names += ["mu_log_a", "sigma_log_a"]
             if inputs.n_static_items:
                 names += ["mu_c"] * link.floor + ["mu_d"] * link.ceiling
+            names += _feature_sites(inputs, link.slope)
         if inputs.has_arena:
             names.append("gamma")
             if config.arena_likelihood == "reward":
@@ -133,3 +134,15 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
             if uses_level(inputs, config):
                 names.append("level_c")
     return tuple(names)
+
+
+def _feature_sites(inputs: ModelInputs, slope: bool) -> list[str]:
+    """The item-feature sites of the dense block: the scales of the coefficients.
+
+    Not the coefficients themselves: on a simulation with 13 components (64 columns) they
+    mixed far worse in the dense block (ESS 126 of 4,000 draws, R-hat 1.02, 175 s) than on
+    the diagonal (ESS 662, 70 s), being nearly independent given the scales.
+    """
+    if inputs.item_features.shape[1] == 0:
+        return []
+    return ["tau_beta_b"] + ["tau_beta_log_a"] * slope

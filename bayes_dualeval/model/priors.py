@@ -223,6 +223,8 @@ def item_parameters(
     g = inputs.item_group
     a = None
     if config.item_prior == "hierarchical":
+        shift_b = feature_shift(inputs, "b", config.feature_scale)
+        shift_la = feature_shift(inputs, "log_a", config.feature_loga_scale) if two_pl else 0.0
         with numpyro.plate("group", inputs.n_groups):
             mu_b = numpyro.sample("mu_b", dist.Normal(0.0, config.b_loc_scale))
             sigma_b = numpyro.sample("sigma_b", dist.HalfNormal(config.b_scale_scale))
@@ -234,22 +236,21 @@ def item_parameters(
         with numpyro.plate("item", inputs.n_items):
             if two_pl:
                 log_a = _draw(
-                    "log_a_raw", mu_la[g], sigma_la[g], inputs.log_a_centred,
+                    "log_a_raw", mu_la[g] + shift_la, sigma_la[g], inputs.log_a_centred,
                     shift=-jnp.log(spread),
                 )  # fmt: skip
                 a = numpyro.deterministic("a", jnp.exp(log_a))
             # arena prompts are located relative to their group: their common level is only
             # weakly identified (rewards are normalised), and this way it is one coordinate
             relative = jnp.where(inputs.prompt_n > 0, mu_b[g], 0.0)
+            loc = mu_b[g] + shift_b
             if anchor is None or inputs.n_anchored == 0:
                 b_rel = _draw(
-                    "b_raw", mu_b[g], sigma_b[g], inputs.b_centred, stretch=spread,
+                    "b_raw", loc, sigma_b[g], inputs.b_centred, stretch=spread,
                     shift=relative,
                 )  # fmt: skip
             else:
-                b_rel = _anchored(
-                    inputs, a, theta_mean, mu_b[g], sigma_b[g], spread, relative, anchor
-                )
+                b_rel = _anchored(inputs, a, theta_mean, loc, sigma_b[g], spread, relative, anchor)
             b = numpyro.deterministic("b", theta_mean + b_rel)
     else:
         with numpyro.plate("item", inputs.n_items):
@@ -259,6 +260,37 @@ def item_parameters(
                 log_a = _draw("log_a", 0.0, config.loga_scale, 1.0, shift=-jnp.log(spread))
                 a = numpyro.deterministic("a", jnp.exp(log_a))
     return a, b
+
+
+def feature_shift(inputs: ModelInputs, name: str, scale: float):
+    r"""The part of each item's ``b`` (or ``log a``) its features explain, shape (Q,).
+
+    With regressors ``X`` (``inputs.item_features``, ``F`` whitened principal components of
+    the standardised features: unit variance over the items that have features),
+
+    .. math:: x_q \cdot \beta, \quad \beta = \tau z / \sqrt F,\quad
+              z \sim \mathrm{Normal}(0, I_F),\quad \tau \sim \mathrm{HalfNormal}(s):
+
+    a ridge prior on the components whose one scale ``tau`` (site ``tau_beta_<name>``) is
+    the standard deviation over items of the explained part, learned from the data (near 0
+    when the features carry nothing). Non-centred (``beta_<name>_raw`` holds ``z``), which
+    keeps that case free of a funnel. Zero, and no site, without features.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    name : {"b", "log_a"}
+    scale : float
+        ``s``: ``feature_scale`` or ``feature_loga_scale``.
+    """
+    n = inputs.item_features.shape[1]
+    if n == 0:
+        return 0.0
+    tau = numpyro.sample(f"tau_beta_{name}", dist.HalfNormal(scale))
+    with numpyro.plate("feature", n):
+        z = numpyro.sample(f"beta_{name}_raw", dist.Normal(0.0, 1.0))
+        beta = numpyro.deterministic(f"beta_{name}", tau * z / np.sqrt(n))
+    return inputs.item_features @ beta
 
 
 def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, spread, relative, anchor):

@@ -37,6 +37,8 @@ MODEL_NAMES = (
 DOMAIN_NAMES = ("math", "code", "writing", "reasoning", "knowledge", "safety")
 STATIC_SOURCE = "bench"
 ARENA_SOURCE = "arena"
+#: Where :func:`write` puts simulated item features (skipped when responses are read).
+FEATURE_FILE = "items.features.csv"
 
 
 def model_names(n: int) -> list[str]:
@@ -65,6 +67,8 @@ def simulate(
     dims: int = 1,
     dim_correlation: float = 0.3,
     dim_loading: float = 0.8,
+    item_features: int = 0,
+    feature_share: float = 0.5,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -106,6 +110,16 @@ def simulate(
         deviations.
     dim_correlation, dim_loading : float
         See ``dims``.
+    item_features : int
+        Numeric item features ``F`` to draw (0: none): correlated standard normal columns
+        (a few latent factors plus noise) of which one random linear combination ``f_q``
+        (standardised over items) carries ``feature_share`` of the difficulty's variance,
+        ``b_q = sqrt(share) f_q + sqrt(1 - share) e_q`` with ``e_q`` the usual draw. The
+        features go to ``truth["features"]`` (a DataFrame: ``item`` and ``x01``...), which
+        :func:`write` writes as ``items.features.csv``. Discriminations do not depend on
+        them. The other draws of a seed are unchanged.
+    feature_share : float
+        In [0, 1]: see ``item_features``.
     seed : int
         Seed of the NumPy generator.
 
@@ -130,6 +144,8 @@ def simulate(
         raise InputError(f"missing must be in [0, 1), got {missing}")
     if n_domains < 1:
         raise InputError("need at least one domain")
+    if not 0.0 <= feature_share <= 1.0:
+        raise InputError(f"feature_share must be in [0, 1], got {feature_share}")
     if not (0.0 <= guess < 1.0 - slip and 0.0 <= slip < 1.0):
         raise InputError(f"need 0 <= guess < 1 - slip <= 1; got guess {guess}, slip {slip}")
     rng = np.random.default_rng(seed)
@@ -149,6 +165,11 @@ def simulate(
 
     a_s, b_s, dom_s = items(n_static)
     a_r, b_r, dom_r = items(n_arena)
+    features = None
+    if item_features > 0:
+        features, b = _features(seed, n_static + n_arena, item_features, feature_share,
+                                np.concatenate([b_s, b_r]))  # fmt: skip
+        b_s, b_r = b[:n_static], b[n_static:]
     floor, ceiling = (guess, 1.0 - slip) if guess or slip else (None, None)
     if dimensional is not None:
         theta_dims, loading_of = dimensional
@@ -225,6 +246,10 @@ def simulate(
             "seed": seed,
         },
     }
+    if features is not None:
+        truth["settings"].update(item_features=item_features, feature_share=feature_share)
+        features.insert(0, "item", [*static_ids, *arena_ids])
+        truth["features"] = features
     if dimensional is not None:
         truth["settings"].update(
             dims=dims, dim_correlation=dim_correlation, dim_loading=dim_loading
@@ -297,6 +322,22 @@ def _ability(theta, deviation, item_domain, domains) -> np.ndarray:
     return theta[:, None] + deviation[:, pd.Index(domains).get_indexer(item_domain)]
 
 
+def _features(seed, n_items, n_features, share, noise):
+    """Correlated item features and difficulties of which they carry ``share`` (see above).
+
+    Drawn from their own generator (seeded by ``seed``), so a seed's other draws do not move.
+    """
+    rng = np.random.default_rng([seed, 20261203])
+    factors = max(1, min(8, n_features // 4))
+    latent = rng.normal(size=(n_items, factors))
+    x = latent @ rng.normal(size=(factors, n_features)) + rng.normal(size=(n_items, n_features))
+    signal = x @ rng.normal(size=n_features)
+    signal = (signal - signal.mean()) / signal.std()
+    b = np.sqrt(share) * signal + np.sqrt(1.0 - share) * noise
+    names = [f"x{k + 1:02d}" for k in range(n_features)]
+    return pd.DataFrame(np.round(x, 5), columns=names), b
+
+
 def _within(labels: np.ndarray) -> np.ndarray:
     """Running index of each element among equal labels (0, 1, ... per label)."""
     out = np.zeros(len(labels), dtype=int)
@@ -308,6 +349,8 @@ def _within(labels: np.ndarray) -> np.ndarray:
 
 def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list[Path]:
     """Write a simulation as ``bench/static.jsonl``, ``arena/arena.jsonl`` and ``truth.json``.
+
+    With simulated item features also ``items.features.csv``.
 
     Parameters
     ----------
@@ -331,6 +374,10 @@ def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list
         out / ARENA_SOURCE / "arena.jsonl": arena,
     }
     truth_path = out / "truth.json"
+    truth = dict(truth)
+    features = truth.pop("features", None)
+    if features is not None:
+        targets[out / FEATURE_FILE] = features
     if not force:
         clash = [p for p in [*targets, truth_path] if p.exists()]
         if clash:
@@ -339,7 +386,10 @@ def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list
             )
     written = []
     for path, table in targets.items():
-        if len(table):
+        if len(table) and path.suffix == ".csv":
+            atomic.write_text(path, table.to_csv(index=False))
+            written.append(path)
+        elif len(table):
             atomic.write_text(path, table.to_json(orient="records", lines=True))
             written.append(path)
         elif path.exists():  # only with force: a stale file would not match truth.json

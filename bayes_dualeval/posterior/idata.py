@@ -62,6 +62,10 @@ SITE_DIMS = {
     "loading": ("item", "dimension"),
     "loading_raw": ("item", "loading_contrast"),
     "mu_loading": ("loading_group", "loading_contrast"),
+    "beta_b": ("feature",),
+    "beta_b_raw": ("feature",),
+    "beta_log_a": ("feature",),
+    "beta_log_a_raw": ("feature",),
 }
 #: Sites that gain a last axis ``dimension`` with ability dimensions (``dims > 1``).
 PER_DIMENSION = ("theta_contrast",)
@@ -123,7 +127,7 @@ def _coords(dataset: Dataset, samples: dict) -> dict:
         "group": dataset.groups,
         "contrast": np.arange(max(dataset.n_models - 1, 0)),
         "arena_source": dataset.groups[np.unique(dataset.item_group[dataset.arena_items])],
-        "static_item": dataset.items[np.unique(dataset.static_item)],
+        "static_item": dataset.items[dataset.static_items],
     }
 
 
@@ -296,6 +300,11 @@ def to_inference_data(
     dims = {name: _site_dims(name, value.ndim) for name, value in samples.items()}
     dims = {name: labels for name, labels in dims.items() if labels}
     observed, observed_dims, cell_labels = _observed(dataset, inputs)
+    features = np.asarray(inputs.item_features)
+    feature_data, feature_dims = {}, {}
+    if features.shape[1]:
+        feature_data = {"item_features": features}
+        feature_dims = {"item_features": ["item", "feature"]}
     idata = az.from_dict(
         posterior=samples,
         sample_stats=draws.stats or None,
@@ -305,9 +314,12 @@ def to_inference_data(
             "item_source": dataset.item_source,
             "item_domain": dataset.item_domain,
             "item_group": dataset.groups[dataset.item_group],
+            **feature_data,
         },
         coords=_coords(dataset, samples),
-        dims={**dims, **observed_dims, **dict.fromkeys(ITEM_LABELS, ["item"])},
+        dims={
+            **dims, **observed_dims, **feature_dims, **dict.fromkeys(ITEM_LABELS, ["item"])
+        },  # fmt: skip
         posterior_attrs={
             **DualEvalModel(config).to_attrs(),
             **({DIMENSIONS_ATTR: json.dumps(relabelled)} if relabelled else {}),

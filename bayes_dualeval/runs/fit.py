@@ -137,6 +137,8 @@ def fit(
     timings: dict | None = None,
     holdout: float = 0.0,
     holdout_seed: int = 0,
+    features: pd.DataFrame | None = None,
+    features_name: str = "features",
 ) -> FitResult:
     """Fit the model to a dataset.
 
@@ -154,6 +156,12 @@ def fit(
         :func:`~bayes_dualeval.data.holdout.hold_out`, split seeded by ``holdout_seed``,
         not by the sampler's seed, so runs of other models hold out the same cells).
     holdout_seed : int
+    features : pandas.DataFrame, optional
+        Item features (:func:`~bayes_dualeval.data.features.read_features`): a regression
+        prior on ``b`` and ``log a`` (:func:`~bayes_dualeval.model.priors.feature_shift`),
+        and the items known only by their features added to the fit.
+    features_name : str
+        What the features are called in messages and ``diagnostics.json`` (their file).
 
     Returns
     -------
@@ -190,9 +198,14 @@ def fit(
         from bayes_dualeval.data.holdout import hold_out
 
         dataset, held = hold_out(dataset, holdout, holdout_seed)
+    design = None
+    if features is not None:
+        from bayes_dualeval.data.features import design as feature_design
+
+        dataset, design = feature_design(features, dataset, where=features_name)
     start = time.perf_counter()
     centred = settings.centring if settings.sampler == "nuts" else "none"
-    inputs, pairs = build_inputs(dataset, config, centred=centred)
+    inputs, pairs = build_inputs(dataset, config, centred=centred, features=design)
     timings["distill"] = round(time.perf_counter() - start, 3)
 
     def until(draws):
@@ -238,6 +251,8 @@ def fit(
     }
     if "losses" in draws.info:
         diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
+    if design is not None:
+        diagnostics["features"] = design.report
     if config.dims > 1:
         from bayes_dualeval.posterior.dimension_tables import dimension_support
 
