@@ -166,7 +166,9 @@ def fit(
         features=features, features_name=item_features or "features",
     )  # fmt: skip
     if features is not None:
-        say(feature_line(result.diagnostics["features"]), quiet)
+        from bayes_dualeval.data.features import describe
+
+        say(f"item features: {describe(result.diagnostics['features'])}", quiet)
     cut = result.diagnostics["sampler_info"].get("interrupted_round")
     if cut:
         click.secho(
@@ -253,18 +255,6 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="red",
         )
-
-
-def feature_line(report: dict) -> str:
-    """One line on the item features a fit used (``diagnostics["features"]``)."""
-    line = (
-        f"item features: {report['columns']} column(s) -> {report['components']} "
-        f"component(s) ({100 * report['variance_share']:.0f}% of their variance), "
-        f"{report['items_with_features']} items"
-    )
-    if report["items_without_responses"]:
-        line += f", {report['items_without_responses']} of them calibrated from features alone"
-    return line
 
 
 def best_by_domain(by_domain) -> str:

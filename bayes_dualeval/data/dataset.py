@@ -222,9 +222,7 @@ class Dataset:
         items = np.concatenate([self.items, ids])
         kind = np.concatenate([self.item_kind, kinds])
         source = np.concatenate([self.item_source, extra["source"].to_numpy(dtype=str)])
-        domain = np.concatenate(
-            [self.item_domain, extra["domain"].fillna("").to_numpy(dtype=str)]
-        )
+        domain = np.concatenate([self.item_domain, extra["domain"].fillna("").to_numpy(dtype=str)])
         order = np.argsort(kind != "static", kind="stable")
         position = np.empty(len(order), np.int32)
         position[order] = np.arange(len(order), dtype=np.int32)

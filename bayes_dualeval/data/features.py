@@ -294,7 +294,8 @@ def design(
     sd = x.std(axis=0)
     constant = [c for c, s in zip(numeric, sd, strict=True) if not s > 1e-12 * (1 + abs(x).max())]
     if constant:
-        shown = ", ".join(constant[:5]) + (f" and {len(constant) - 5} more" if len(constant) > 5 else "")
+        more = f" and {len(constant) - 5} more" if len(constant) > 5 else ""
+        shown = ", ".join(constant[:5]) + more
         notes.append(f"constant column(s) dropped: {shown}")
     keep = [c not in constant for c in numeric]
     columns = tuple(c for c, k in zip(numeric, keep, strict=True) if k)
@@ -346,3 +347,15 @@ def design(
         report=report,
     )
     return dataset, out
+
+
+def describe(report: dict) -> str:
+    """One line on the item features a fit used (``diagnostics.json`` -> ``features``)."""
+    line = (
+        f"{report['columns']} column(s) -> {report['components']} component(s) "
+        f"({100 * report['variance_share']:.0f}% of their variance), "
+        f"{report['items_with_features']} items"
+    )
+    if report["items_without_responses"]:
+        line += f", {report['items_without_responses']} of them calibrated from features alone"
+    return line

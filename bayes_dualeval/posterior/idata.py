@@ -318,7 +318,10 @@ def to_inference_data(
         },
         coords=_coords(dataset, samples),
         dims={
-            **dims, **observed_dims, **feature_dims, **dict.fromkeys(ITEM_LABELS, ["item"])
+            **dims,
+            **observed_dims,
+            **feature_dims,
+            **dict.fromkeys(ITEM_LABELS, ["item"]),
         },  # fmt: skip
         posterior_attrs={
             **DualEvalModel(config).to_attrs(),

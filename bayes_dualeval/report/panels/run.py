@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from bayes_dualeval import __version__
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import Markup
@@ -26,6 +28,21 @@ def held_out_text(held: dict) -> str:
             f"{a['log_score']:.3f}, AUC {a['auc']:.3f}"
         )
     return "; ".join(parts)
+
+
+def features_text(report: dict, posterior) -> str:
+    """The item features of the run and how much of the difficulty they explain."""
+    from bayes_dualeval.data.features import describe
+
+    text = f"{report['file']}: {describe(report)}"
+    if "tau_beta_b" in posterior and posterior.sizes.get("draw", 0) > 1:
+        tau = posterior["tau_beta_b"].values.ravel()
+        lo, hi = np.quantile(tau, [0.05, 0.95])
+        text += (
+            f"; they explain a standard deviation of {tau.mean():.2f} [{lo:.2f}, {hi:.2f}] "
+            "(90%) of the difficulties"
+        )
+    return text
 
 
 def run_details(doc: Markup, ctx: ReportContext) -> None:
@@ -55,6 +72,8 @@ def run_details(doc: Markup, ctx: ReportContext) -> None:
         )
     if d.get("holdout"):
         facts["held-out cells"] = held_out_text(d["holdout"])
+    if d.get("features"):
+        facts["item features"] = features_text(d["features"], ctx.result.idata.posterior)
     if d.get("timings"):
         t = d["timings"]
         cache = ("compile_cache", "cache_hits", "cache_misses")
