@@ -246,3 +246,18 @@ def test_fit_command_says_what_is_wrong_with_a_feature_file(sim, tmp_path):
     r = invoke("fit", tmp_path / "data", "--sampler", "map", "--mode", "bt",
                "--item-features", tmp_path / "data" / "items.features.csv")  # fmt: skip
     one_error(r, "mode 'bt'")
+
+
+def test_a_source_with_both_kinds_needs_the_kind_column(sim):
+    static, arena, _ = sim
+    ds = dataset_of(static, arena)
+    both = Dataset.from_frames(static.assign(source="mix"), arena.assign(source="mix"))
+    rows = pd.DataFrame({"item": ["mix::q1", "mix::q2", "mix::q3"], "kind": ["", "arena", ""]})
+    rows["x"] = [1.0, 2.0, 3.0]
+    from bayes_dualeval.data.features import new_items
+
+    new, unknown = new_items(check_features(rows), both)
+    assert new["item"].tolist() == ["mix::q2"] and new["kind"].tolist() == ["arena"]
+    assert unknown == 2
+    new, unknown = new_items(check_features(rows), ds)  # no source 'mix' there
+    assert len(new) == 0 and unknown == 3

@@ -207,23 +207,22 @@ def new_items(frame: pd.DataFrame, dataset: Dataset) -> tuple[pd.DataFrame, int]
     ids = rest["item"].astype(str)
     parts = ids.str.split(SEPARATOR, n=1)
     source = parts.str[0].where(parts.str.len() == 2, "")
-    kinds_of = pd.DataFrame({"source": dataset.item_source, "kind": dataset.item_kind})
-    kinds_of = kinds_of.drop_duplicates().groupby("source")["kind"].agg(list).to_dict()
-    wanted = rest["kind"] if "kind" in rest else pd.Series("", index=rest.index)
-    kind = []
-    for src, want in zip(source, wanted, strict=True):
-        have = kinds_of.get(src, [])
-        if want:
-            kind.append(want if want in have else "")
-        else:
-            kind.append(have[0] if len(have) == 1 else "")
-    kind = np.asarray(kind, dtype=object)
+    pairs = pd.DataFrame({"source": dataset.item_source, "kind": dataset.item_kind})
+    pairs = pairs.drop_duplicates()
+    single = pairs.groupby("source")["kind"].agg(lambda k: k.iloc[0] if len(k) == 1 else "")
+    wanted = rest["kind"].to_numpy(dtype=str) if "kind" in rest else np.full(len(rest), "")
+    # a row's kind: the one it names, if its source has that kind; else its source's only kind
+    named = pd.MultiIndex.from_arrays([source, wanted]).isin(
+        pd.MultiIndex.from_frame(pairs[["source", "kind"]])
+    )
+    implied = source.map(single).fillna("").to_numpy(dtype=str)
+    kind = np.where(wanted != "", np.where(named, wanted, ""), implied)
     ok = kind != ""
     domain = rest["domain"] if "domain" in rest else pd.Series("", index=rest.index)
     new = pd.DataFrame(
         {
             "item": ids.to_numpy()[ok],
-            "kind": kind[ok].astype(str),
+            "kind": kind[ok],
             "source": source.to_numpy()[ok],
             "domain": domain.to_numpy()[ok],
         }
