@@ -98,8 +98,7 @@ def test_design_whitens_and_reports(sim):
     assert np.allclose(x.T @ x / len(x), np.eye(d.n_components), atol=1e-4)  # whitened
     assert d.report["variance_share"] >= 0.9 and d.report["components"] <= 6
     # mean, sd and rotation reproduce the matrix
-    z = (frame[list(d.columns)].to_numpy() - d.mean) / d.sd
-    assert np.allclose(z @ d.rotation / d.root, x, atol=1e-4)
+    assert np.allclose(d.transform(frame), x, atol=1e-4)
 
 
 def test_more_columns_than_items_are_reduced_and_said(sim):
@@ -234,6 +233,16 @@ def test_fit_command_with_features_calibrates_items_without_responses(sim, tmp_p
     assert r.exit_code == 0, r.output
     table = pd.read_csv(out / "predictions.csv")
     assert len(table) == 2 and table["observed"].isna().all()
+    # the run keeps the mapping: new rows map as the fit mapped its own
+    import arviz as az
+
+    const = az.from_netcdf(out / "posterior.nc").constant_data
+    rows = pd.read_csv(features)
+    rows = rows.set_index("item").loc[const["item"].values].reset_index()
+    z = rows[list(const["feature_column"].values)].to_numpy() - const["feature_mean"].values
+    mapped = z / const["feature_sd"].values @ const["feature_rotation"].values
+    assert np.allclose(mapped / const["feature_root"].values, const["item_features"].values,
+                       atol=1e-3)  # fmt: skip
 
 
 def test_fit_command_says_what_is_wrong_with_a_feature_file(sim, tmp_path):

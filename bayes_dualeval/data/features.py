@@ -181,6 +181,23 @@ class FeatureDesign:
         """Number of regressors ``k``."""
         return self.matrix.shape[1]
 
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        """The regressors of feature rows (a checked table with :attr:`columns`), (n, k).
+
+        What a fit with this design would give items of these features: a new item placed
+        on the run's features.
+
+        Raises
+        ------
+        InputError
+            If a column of the design is missing from ``frame``.
+        """
+        missing = [c for c in self.columns if c not in frame.columns]
+        if missing:
+            raise InputError(f"the feature rows have no column {missing[0]!r}")
+        x = frame[list(self.columns)].to_numpy(dtype=np.float64)
+        return (((x - self.mean) / self.sd) @ self.rotation / self.root).astype(np.float32)
+
     def aligned(self, items) -> np.ndarray:
         """Regressors for ``items`` (ids), shape (len(items), k): zeros where an item has none."""
         index = pd.Index(self.items).get_indexer(np.asarray(items, dtype=str))
@@ -319,7 +336,6 @@ def design(
         )
     rotation = vt[:k].T
     root = np.sqrt(var[:k])
-    matrix = (z @ rotation / root).astype(np.float32)
     for note in notes:
         warnings.warn(note, DataWarning, stacklevel=2)
     report = {
@@ -337,7 +353,7 @@ def design(
     }
     out = FeatureDesign(
         items=used["item"].to_numpy(dtype=str),
-        matrix=matrix,
+        matrix=(z @ rotation / root).astype(np.float32),
         columns=columns,
         mean=mean,
         sd=sd,

@@ -277,7 +277,7 @@ def _derived(samples: dict) -> dict:
 
 
 def to_inference_data(
-    draws: Draws, dataset: Dataset, inputs: ModelInputs, config: ModelConfig
+    draws: Draws, dataset: Dataset, inputs: ModelInputs, config: ModelConfig, features=None
 ) -> az.InferenceData:
     """Build the run's :class:`arviz.InferenceData` (with :func:`arviz.from_dict`).
 
@@ -290,6 +290,9 @@ def to_inference_data(
     inputs : ModelInputs
         The model's arrays (for the pointwise log likelihood).
     config : ModelConfig
+    features : FeatureDesign, optional
+        The item features' mapping (:func:`bayes_dualeval.data.features.design`), kept in
+        ``constant_data`` (:func:`feature_data`).
 
     Returns
     -------
@@ -300,11 +303,7 @@ def to_inference_data(
     dims = {name: _site_dims(name, value.ndim) for name, value in samples.items()}
     dims = {name: labels for name, labels in dims.items() if labels}
     observed, observed_dims, cell_labels = _observed(dataset, inputs)
-    features = np.asarray(inputs.item_features)
-    feature_data, feature_dims = {}, {}
-    if features.shape[1]:
-        feature_data = {"item_features": features}
-        feature_dims = {"item_features": ["item", "feature"]}
+    feature_vars, feature_dims = feature_data(inputs, features)
     idata = az.from_dict(
         posterior=samples,
         sample_stats=draws.stats or None,
@@ -314,9 +313,12 @@ def to_inference_data(
             "item_source": dataset.item_source,
             "item_domain": dataset.item_domain,
             "item_group": dataset.groups[dataset.item_group],
-            **feature_data,
+            **feature_vars,
         },
-        coords=_coords(dataset, samples),
+        coords={
+            **_coords(dataset, samples),
+            **({"feature_column": list(features.columns)} if features is not None else {}),
+        },
         dims={
             **dims,
             **observed_dims,
@@ -349,6 +351,35 @@ def to_inference_data(
     if loglik is not None:
         idata.add_groups(log_likelihood=loglik)
     return idata
+
+
+def feature_data(inputs: ModelInputs, features=None) -> tuple[dict, dict]:
+    """The item features' constant data and their dimensions (empty without features).
+
+    ``item_features`` (item x feature): the regressors each item's prior read; with the
+    mapping, ``feature_mean`` and ``feature_sd`` (feature_column: the standardisation),
+    ``feature_rotation`` (feature_column x feature) and ``feature_root`` (feature), so that
+    new rows ``x`` map to ``((x - mean) / sd) @ rotation / root``.
+    """
+    matrix = np.asarray(inputs.item_features)
+    if matrix.shape[1] == 0:
+        return {}, {}
+    data = {"item_features": matrix}
+    dims = {"item_features": ["item", "feature"]}
+    if features is not None:
+        data.update(
+            feature_mean=features.mean,
+            feature_sd=features.sd,
+            feature_rotation=features.rotation,
+            feature_root=features.root,
+        )
+        dims.update(
+            feature_mean=["feature_column"],
+            feature_sd=["feature_column"],
+            feature_rotation=["feature_column", "feature"],
+            feature_root=["feature"],
+        )
+    return data, dims
 
 
 def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:

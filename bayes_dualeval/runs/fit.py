@@ -222,7 +222,7 @@ def fit(
     from bayes_dualeval.posterior.idata import to_inference_data
 
     start = time.perf_counter()
-    idata = to_inference_data(draws, dataset, inputs, config)
+    idata = to_inference_data(draws, dataset, inputs, config, features=design)
     timings["posterior"] = round(time.perf_counter() - start, 3)
     parameters = per_parameter(idata) if settings.sampler == "nuts" else None
     # the cap of the final round: a restart after divergences deepens it
