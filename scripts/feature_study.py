@@ -27,7 +27,10 @@ true success probability of the chosen model, against the best single model and 
 Data sets (``--only`` picks some): ``sim-64`` (12 models x 300 questions + 100 prompts,
 64 correlated feature columns carrying 60% of the difficulty's variance, seed 3: the
 issue's simulation), ``sim-8`` (20 x 200 + 50, 8 columns, 30%, seed 8), ``sim-null`` (12 x
-300 + 100, 64 columns carrying nothing, seed 5), ``bundled`` (data/ with
+300 + 100, 64 columns carrying nothing, seed 5), ``sim-route`` (12 x 300 + 100, models'
+abilities differ by domain with sd 0.8, 16 columns carrying 50%, seed 13; fitted with
+``--model dualeval-domains``, the feature file giving the held-out items' domains: where
+routing can beat the best single model), ``bundled`` (data/ with
 data/items.features.csv: a simulated rater's difficulty score and domain dummies),
 ``mtbench`` (the shared MT-Bench grades, 34 models x 160 turns; features from its metadata
 only: 8 category dummies and a second-turn dummy). None of them was used to choose a
@@ -54,11 +57,12 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO.parent / "shared" / "data" / "real"
-SETS = ("sim-64", "sim-8", "sim-null", "bundled", "mtbench")
+SETS = ("sim-64", "sim-8", "sim-null", "sim-route", "bundled", "mtbench")
 SIMULATED = {
     "sim-64": {"n": (12, 300, 100), "features": 64, "share": 0.6, "seed": 3},
     "sim-8": {"n": (20, 200, 50), "features": 8, "share": 0.3, "seed": 8},
     "sim-null": {"n": (12, 300, 100), "features": 64, "share": 0.0, "seed": 5},
+    "sim-route": {"n": (12, 300, 100), "features": 16, "share": 0.5, "seed": 13, "domain_sd": 0.8},
 }
 HELD = 0.2
 CI = 0.9
@@ -76,10 +80,13 @@ def data_set(name: str):
         s = SIMULATED[name]
         static, arena, truth = simulate(
             *s["n"], missing=0.1, item_features=s["features"], feature_share=s["share"],
-            seed=s["seed"],
+            domain_sd=s.get("domain_sd", 0.0), seed=s["seed"],
         )  # fmt: skip
         static["source"], arena["source"] = "bench", "arena"
-        return static, arena, truth, truth.pop("features")
+        features = truth.pop("features")
+        if "domain_sd" in s:  # new items need their domain to see their domain ability
+            features.insert(1, "domain", [truth["items"][q]["domain"] for q in features["item"]])
+        return static, arena, truth, features
     if name == "bundled":
         static = pd.read_json(REPO / "data" / "bench" / "static.jsonl", lines=True)
         arena = pd.read_json(REPO / "data" / "arena" / "arena.jsonl", lines=True)
@@ -117,7 +124,7 @@ def dataset(static, arena):
         return Dataset.from_frames(static, arena)
 
 
-def one_fit(ds, features, label):
+def one_fit(ds, features, label, config=None):
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.runs.fit import fit
 
@@ -125,7 +132,7 @@ def one_fit(ds, features, label):
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = fit(ds, settings=SamplerSettings(progress=False), features=features)
+        result = fit(ds, config, SamplerSettings(progress=False), features=features)
     seconds = time.perf_counter() - start
     conv = result.diagnostics["convergence"]
     row = {
@@ -194,7 +201,11 @@ def held_out_scores(result, reference, held, held_static, truth):
 
 
 def true_success(truth, models, items) -> np.ndarray:
-    theta = np.array([truth["theta"][m] for m in models])[:, None]
+    if "theta_domain" in truth:  # the ability each item sees
+        domain = [truth["items"][q]["domain"] for q in items]
+        theta = np.array([[truth["theta_domain"][m][d] for d in domain] for m in models])
+    else:
+        theta = np.array([truth["theta"][m] for m in models])[:, None]
     a = np.array([truth["items"][q]["a"] for q in items])[None, :]
     b = np.array([truth["items"][q]["b"] for q in items])[None, :]
     return 1.0 / (1.0 + np.exp(-a * (theta - b)))
@@ -218,14 +229,25 @@ def study(name: str, full: bool, seed: int = 0) -> list[dict]:
     permuted = features.copy()
     permuted["item"] = rng.permutation(permuted["item"].to_numpy())
     rows = []
-    reference, row = one_fit(dataset(static, arena), None, "responses")
+    config = None
+    if "domain_sd" in SIMULATED.get(name, {}):
+        from bayes_dualeval.model.config import load_spec
+
+        config = load_spec("dualeval-domains")
+    reference, row = one_fit(dataset(static, arena), None, "responses", config)
+    if truth is not None:  # the same coverage for answered items: the scales' agreement
+        b = centred_b(reference)
+        true = np.array([truth["items"][q]["b"] for q in b.columns])
+        true = true - np.mean(list(truth["theta"].values()))
+        inside = (b.quantile((1 - CI) / 2) <= true) & (true <= b.quantile((1 + CI) / 2))
+        row["cover_b_truth"] = float(np.mean(inside))
     rows.append(row)
     for label, table in (("features", features), ("permuted", permuted)):
-        result, row = one_fit(dataset(*keep), table, label)
+        result, row = one_fit(dataset(*keep), table, label, config)
         row.update(held_out_scores(result, reference, np.asarray(held), held_static, truth))
         rows.append(row)
     if full:
-        rows.append(one_fit(dataset(static, arena), features, "all+features")[1])
+        rows.append(one_fit(dataset(static, arena), features, "all+features", config)[1])
     for row in rows:
         row["data"] = name
     return rows

@@ -270,3 +270,20 @@ def test_a_source_with_both_kinds_needs_the_kind_column(sim):
     assert unknown == 2
     new, unknown = new_items(check_features(rows), ds)  # no source 'mix' there
     assert len(new) == 0 and unknown == 3
+
+
+def test_report_says_what_the_features_explain():
+    import xarray as xr
+
+    from bayes_dualeval.report.panels.run import features_text
+
+    report = {
+        "file": "f.csv", "columns": 64, "components": 13, "variance_share": 0.9013,
+        "items_with_features": 400, "items_without_responses": 80,
+    }  # fmt: skip
+    tau = np.linspace(0.4, 1.0, 1000).reshape(4, 250)
+    posterior = xr.Dataset({"tau_beta_b": (("chain", "draw"), tau)})
+    text = features_text(report, posterior)
+    assert text.startswith("f.csv: 64 column(s), 13 principal component(s) kept (90% ")
+    assert "80 of them calibrated from features alone" in text
+    assert "standard deviation of 0.70 [0.43, 0.97]" in text

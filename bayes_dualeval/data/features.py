@@ -367,7 +367,7 @@ def design(
 def describe(report: dict) -> str:
     """One line on the item features a fit used (``diagnostics.json`` -> ``features``)."""
     line = (
-        f"{report['columns']} column(s) -> {report['components']} component(s) "
+        f"{report['columns']} column(s), {report['components']} principal component(s) kept "
         f"({100 * report['variance_share']:.0f}% of their variance), "
         f"{report['items_with_features']} items"
     )
