@@ -5,24 +5,28 @@ their responses; their feature rows stay. NUTS with the package's defaults then 
 
 * ``features``: the remaining responses with the feature file (the held-out items enter the
   fit without responses and are calibrated from their features alone);
-* ``permuted``: the same with the feature file's ids shuffled (features that carry nothing,
+* ``permuted``: the same with the feature rows' numbers shuffled over the items, ids and
+  domains left in place (features that carry nothing,
   the "without features" baseline: a held-out item then gets its group's prior);
 * ``responses``: every response, no features (each item's ``b`` fitted from its own
   responses, which the held-out items' predictions are compared with);
 * ``all+features`` (where asked with ``--full``): every response and the features, the
   convergence check of the issue's "done when".
 
-One row per fit: convergence over every sampled site (R-hat, bulk and tail ESS, divergences),
-seconds, the features' explained share (``tau_beta_b``, mean and 90% interval). For the
-held-out items (``features`` and ``permuted`` fits): the correlation of their predicted
-``b`` (posterior mean) with the ``responses`` fit's ``b`` and, on simulations, with the true
-``b``; the share of their 90% intervals covering the true ``b`` (on the scale where the
-abilities have mean zero in every draw; the truth likewise), and covering the ``responses``
-fit's posterior mean; the AUC and mean log score of their static cells against the labels
-that were removed; routing of the held-out static questions (the model with the highest
+One row per fit: convergence over every sampled site (R-hat, bulk and tail ESS,
+divergences), seconds, the features' explained share (``tau_beta_b``, mean and 90%
+interval). For the held-out items (``features`` and ``permuted`` fits): the correlation of
+their predicted ``b`` (posterior mean) with the ``responses`` fit's ``b`` and, on
+simulations, with the true ``b``; the share of their 90% intervals covering the true ``b``
+(on the fit's scale: the abilities' mean zero in every draw, the truth mapped onto it by
+the line of the fitted on the true abilities, :func:`matched_truth`; the ``responses`` row
+gives the same coverage over every item, answered), and covering the ``responses`` fit's
+posterior mean; the AUC and mean log score of their static cells against the labels that
+were removed; routing of the held-out static questions (the model with the highest
 predicted success per question, :func:`bayes_dualeval.runs.predict.route`) scored by the
 true success probability of the chosen model, against the best single model and the oracle
-(the best model per question) on simulations.
+(the best model per question) on simulations, and against the single model the fit ranks
+best on those questions (``fit_single``: what a user without routing would pick).
 
 Data sets (``--only`` picks some): ``sim-64`` (12 models x 300 questions + 100 prompts,
 64 correlated feature columns carrying 60% of the difficulty's variance, seed 3: the
@@ -176,8 +180,7 @@ def held_out_scores(result, reference, held, held_static, truth):
         "cover_b_responses": np.mean((lo <= ref) & (ref <= hi)),
     }
     if truth is not None:
-        theta_mean = np.mean(list(truth["theta"].values()))
-        true = np.array([truth["items"][q]["b"] for q in held]) - theta_mean
+        true = matched_truth(result, truth, held)
         out["r_b_truth"] = np.corrcoef(mean, true)[0, 1]
         out["cover_b_truth"] = np.mean((lo <= true) & (true <= hi))
     if len(held_static):
@@ -191,13 +194,32 @@ def held_out_scores(result, reference, held, held_static, truth):
         out["log_score"] = float(np.mean(np.log(np.where(y == 1, p, 1 - p))))
         if truth is not None:
             questions = np.unique(q)
-            table, _ = route(run, np.arange(ds.n_models), questions, ci=CI)
+            table, summary = route(run, np.arange(ds.n_models), questions, ci=CI)
             true_p = true_success(truth, ds.models, ds.items[questions])  # (models, items)
             chosen = pd.Index(ds.models).get_indexer(table["model"])
             out["routed"] = float(true_p[chosen, np.arange(len(questions))].mean())
+            top = pd.Index(ds.models).get_loc(summary["best_single_model"])
+            out["fit_single"] = float(true_p[top].mean())
             out["best_single"] = float(true_p.mean(axis=1).max())
             out["oracle"] = float(true_p.max(axis=0).mean())
     return out
+
+
+def matched_truth(result, truth, items) -> np.ndarray:
+    """The true ``b`` of ``items`` on the fit's scale.
+
+    The ability prior fixes the scale only in distribution: a panel of 12 true abilities
+    has a sample spread of its own, which the fit's scale follows. The truth is mapped by
+    the least-squares line of the fit's centred abilities (posterior means) on the true
+    centred ones, ``b -> s (b - mean theta)``, as the 2PL's invariance allows.
+    """
+    post = result.idata.posterior
+    fitted = post["theta"].values.reshape(-1, post.sizes["model"]).mean(axis=0)
+    true_theta = np.array([truth["theta"][m] for m in post["model"].values])
+    fitted, true_theta = fitted - fitted.mean(), true_theta - true_theta.mean()
+    slope = float(fitted @ true_theta / (true_theta @ true_theta))
+    theta_mean = np.mean(list(truth["theta"].values()))
+    return slope * (np.array([truth["items"][q]["b"] for q in items]) - theta_mean)
 
 
 def true_success(truth, models, items) -> np.ndarray:
@@ -226,8 +248,9 @@ def study(name: str, full: bool, seed: int = 0) -> list[dict]:
         held.extend(rng.choice(ids, int(round(HELD * len(ids))), replace=False).tolist())
     keep = [None if f is None else f.loc[~item_id(f).isin(held)] for f in (static, arena)]
     held_static = static.loc[item_id(static).isin(held)] if static is not None else []
-    permuted = features.copy()
-    permuted["item"] = rng.permutation(permuted["item"].to_numpy())
+    permuted = features.copy()  # the numbers move to other items; ids, kinds, domains stay
+    numbers = [c for c in permuted.columns if c not in ("item", "kind", "domain")]
+    permuted[numbers] = permuted[numbers].to_numpy()[rng.permutation(len(permuted))]
     rows = []
     config = None
     if "domain_sd" in SIMULATED.get(name, {}):
@@ -235,10 +258,9 @@ def study(name: str, full: bool, seed: int = 0) -> list[dict]:
 
         config = load_spec("dualeval-domains")
     reference, row = one_fit(dataset(static, arena), None, "responses", config)
-    if truth is not None:  # the same coverage for answered items: the scales' agreement
+    if truth is not None:  # the same coverage for every item, all answered here
         b = centred_b(reference)
-        true = np.array([truth["items"][q]["b"] for q in b.columns])
-        true = true - np.mean(list(truth["theta"].values()))
+        true = matched_truth(reference, truth, b.columns)
         inside = (b.quantile((1 - CI) / 2) <= true) & (true <= b.quantile((1 + CI) / 2))
         row["cover_b_truth"] = float(np.mean(inside))
     rows.append(row)
