@@ -122,6 +122,30 @@ def frames_dataset(static, arena):
         return Dataset.from_frames(static=static, arena=arena)
 
 
+def invoke(*args):
+    """Run the command line in-process; assert it raised nothing but ``SystemExit``.
+
+    Imported by tests (``from conftest import invoke``).
+    """
+    from click.testing import CliRunner
+
+    from bayes_dualeval.cli.commands import cli
+
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result
+
+
+def one_error(result, *expected):
+    """Assert a command failed with exit code 1 and one ``Error:`` line holding ``expected``."""
+    assert result.exit_code == 1, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    for text in expected:
+        assert text in lines[0], result.output
+
+
 @pytest.fixture
 def rows():
     """The row builders, for tests that need them (``rows.static``, ``rows.arena``)."""

@@ -5,10 +5,9 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from conftest import frames_dataset, invoke, one_error
 
 from bayes_dualeval import Dataset, load
-from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError, DataWarning, InputError
 from bayes_dualeval.data.features import check_features, design, read_features
 from bayes_dualeval.inference.settings import SamplerSettings
@@ -18,21 +17,6 @@ from bayes_dualeval.model.simulate import simulate, write
 from bayes_dualeval.runs.fit import fit
 
 
-def invoke(*args):
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    return result
-
-
-def one_error(result, *expected):
-    assert result.exit_code == 1, result.output
-    lines = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    for text in expected:
-        assert text in lines[0], result.output
-
-
 @pytest.fixture(scope="module")
 def sim():
     """A simulation whose 6 features carry 90% of the difficulty's variance."""
@@ -40,12 +24,6 @@ def sim():
         8, 120, 16, missing=0.1, item_features=6, feature_share=0.9, seed=5
     )
     return static, arena, truth
-
-
-def dataset_of(static, arena):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DataWarning)
-        return Dataset.from_frames(static.assign(source="bench"), arena.assign(source="arena"))
 
 
 # --------------------------------------------------------------------------- the file
@@ -87,7 +65,7 @@ def test_reading_a_folder_skips_feature_files(sim, tmp_path):
 # --------------------------------------------------------------------------- the design
 def test_design_whitens_and_reports(sim):
     static, arena, truth = sim
-    ds = dataset_of(static, arena)
+    ds = frames_dataset(static, arena)
     frame = check_features(truth["features"])
     frame["constant"] = 3.0
     with pytest.warns(DataWarning, match="constant column"):
@@ -103,7 +81,7 @@ def test_design_whitens_and_reports(sim):
 
 def test_more_columns_than_items_are_reduced_and_said(sim):
     static, arena, truth = sim
-    ds = dataset_of(static, arena)
+    ds = frames_dataset(static, arena)
     rng = np.random.default_rng(0)
     wide = pd.DataFrame(rng.normal(size=(ds.n_items, 300)), columns=[f"e{k}" for k in range(300)])
     wide.insert(0, "item", ds.items)
@@ -115,7 +93,7 @@ def test_more_columns_than_items_are_reduced_and_said(sim):
 
 def test_new_unknown_and_missing_items(sim):
     static, arena, truth = sim
-    ds = dataset_of(static, arena)
+    ds = frames_dataset(static, arena)
     frame = truth["features"].copy()
     gone = frame["item"].str.startswith("bench::math")  # drop some response items' rows
     n_gone = int(gone.sum())
@@ -144,7 +122,7 @@ def test_new_unknown_and_missing_items(sim):
 
 def test_features_need_item_parameters(sim):
     static, arena, truth = sim
-    ds = dataset_of(static, arena)
+    ds = frames_dataset(static, arena)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
         _, d = design(check_features(truth["features"]), ds)
@@ -162,7 +140,7 @@ def held_out_fit(sim, features):
     static, arena, truth = sim
     held = static["sample_index"] >= 30  # the last 10 of each benchmark's 40 questions
     result = fit(
-        dataset_of(static.loc[~held], arena),
+        frames_dataset(static.loc[~held], arena),
         settings=SamplerSettings(sampler="map", seed=0),
         features=features,
     )
@@ -259,7 +237,7 @@ def test_fit_command_says_what_is_wrong_with_a_feature_file(sim, tmp_path):
 
 def test_a_source_with_both_kinds_needs_the_kind_column(sim):
     static, arena, _ = sim
-    ds = dataset_of(static, arena)
+    ds = frames_dataset(static, arena)
     both = Dataset.from_frames(static.assign(source="mix"), arena.assign(source="mix"))
     rows = pd.DataFrame({"item": ["mix::q1", "mix::q2", "mix::q3"], "kind": ["", "arena", ""]})
     rows["x"] = [1.0, 2.0, 3.0]

@@ -6,27 +6,11 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from conftest import invoke, one_error
 
-from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.model.simulate import simulate, write
 
 SPECIALIST = "cirrus-34b"  # model 2 of the simulator's names
-
-
-def invoke(*args):
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    return result
-
-
-def user_error(result, *expected):
-    assert result.exit_code == 1, result.output
-    lines = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    for text in expected:
-        assert text in result.output, result.output
 
 
 @pytest.fixture(scope="module")
@@ -170,21 +154,21 @@ def test_a_cost_moves_the_route(domain_run, tmp_path):
 
 def test_mistakes_are_one_line_errors(domain_run, tmp_path):
     out, _, _ = domain_run
-    user_error(invoke("predict", out, "--models", "nope,atlas-70b"), "no model 'nope'")
-    user_error(invoke("predict", out, "--items", "bench::x"), "no item 'bench::x'")
+    one_error(invoke("predict", out, "--models", "nope,atlas-70b"), "no model 'nope'")
+    one_error(invoke("predict", out, "--items", "bench::x"), "no item 'bench::x'")
     bad = tmp_path / "bad.csv"
     bad.write_text("model,question\natlas-70b,x\n")
-    user_error(invoke("predict", out, "--cells", bad), "needs the column(s) item")
-    user_error(invoke("predict", out, "--cells", bad, "--models", "a"), "not both")
+    one_error(invoke("predict", out, "--cells", bad), "needs the column(s) item")
+    one_error(invoke("predict", out, "--cells", bad, "--models", "a"), "not both")
     prices = tmp_path / "prices.csv"
     prices.write_text("model,cost\natlas-70b,1\n")
-    user_error(invoke("predict", out, "--cost", prices), "only applies with --route")
-    user_error(invoke("predict", out, "--route", "--cost", prices), "no cost for")
+    one_error(invoke("predict", out, "--cost", prices), "only applies with --route")
+    one_error(invoke("predict", out, "--route", "--cost", prices), "no cost for")
     prices.write_text("model,cost\natlas-70b,cheap\n")
-    user_error(invoke("predict", out, "--route", "--cost", prices), "line 2", "not a number")
+    one_error(invoke("predict", out, "--route", "--cost", prices), "line 2", "not a number")
     same = tmp_path / "same.csv"
     same.write_text("model,item,opponent\natlas-70b,arena::math_prompt_0001,atlas-70b\n")
-    user_error(invoke("predict", out, "--cells", same), "two different models")
+    one_error(invoke("predict", out, "--cells", same), "two different models")
 
 
 def test_a_bradley_terry_run_predicts_pairs_and_refuses_to_route(tmp_path):
@@ -204,4 +188,4 @@ def test_a_bradley_terry_run_predicts_pairs_and_refuses_to_route(tmp_path):
     row = table.iloc[0]
     expected = 1.0 / (1.0 + np.exp(-(theta[row["model"]] - theta[row["opponent"]])))
     assert row["p_mean"] == pytest.approx(expected, abs=1e-5)
-    user_error(invoke("predict", out, "--route"), "no item parameters")
+    one_error(invoke("predict", out, "--route"), "no item parameters")
