@@ -29,6 +29,7 @@ import pandas as pd
 
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.data import wide
 
 STATIC_FIELDS = ("model_label", "dataset", "sample_index", "correct")
 ARENA_FIELDS = ("model_label", "item_id", "reward")
@@ -291,6 +292,10 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
 def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: ReadReport):
     """Read one input file into a canonical table.
 
+    A CSV whose header is a wide matrix's (:func:`bayes_dualeval.data.wide.is_wide`: a
+    ``model_label`` column, then one column per question) is read by
+    :func:`~bayes_dualeval.data.wide.read_wide`.
+
     Parameters
     ----------
     path : Path
@@ -321,6 +326,12 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
     source = Path(os.path.abspath(path)).parent.name or "data"
     rel = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
     folder_domain = rel[0] if len(rel) > 1 else ""
+    if path.suffix.lower() == ".csv" and wide.is_wide(wide.header(path)):
+        table = wide.read_wide(
+            path, source=source, domain=folder_domain, skip_invalid=skip_invalid, report=report
+        )
+        report.files.append(str(path))
+        return ("static" if len(table) else None), table
     kind, records = parse_rows(
         _rows(path),
         source=source,
