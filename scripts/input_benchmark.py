@@ -41,7 +41,7 @@ def write_long(path: Path, y: np.ndarray, missing: np.ndarray) -> None:
     with path.open("w") as fh:
         fh.write("model_label,dataset,sample_index,correct\n")
         for a, b, v in zip(i.tolist(), q.tolist(), y[i, q].tolist(), strict=True):
-            fh.write(f"model-{a:05d},matrix,q{b},{v}\n")
+            fh.write(f"model-{a:05d},matrix,{b},{v}\n")
 
 
 def timed_load(folder: Path) -> tuple[float, int]:
