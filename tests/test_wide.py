@@ -62,3 +62,12 @@ def test_a_long_file_with_a_model_column_is_not_mistaken_for_a_matrix(tmp_path):
     long = write(tmp_path / "s" / "x.csv", "model_label,dataset,sample_index,correct\n"
                  "m1,d,0,1\nm2,d,0,0\n")  # fmt: skip
     assert load(long).items.tolist() == ["s::d_0"]
+
+
+def test_a_model_row_given_twice_keeps_the_later_cells(tmp_path):
+    path = write(tmp_path / "a" / "b.csv", "model_label,q1,q2\nm1,1,0\nm2,0,0\nm1,0,\n")
+    with pytest.warns(Warning, match="duplicate"):
+        ds = load(path)
+    cells = ds.static_frame().set_index(["model", "item"])["correct"]
+    assert cells[("m1", "a::b_q1")] == 0 and cells[("m1", "a::b_q2")] == 0
+    assert ds.skipped["duplicate (model, item)"] == 1

@@ -390,7 +390,9 @@ def read_paths(paths, *, skip_invalid: bool = False):
     }
     out = {}
     for kind, parts in tables.items():
-        if parts:
+        if len(parts) == 1:  # one file (a large matrix, often): no copy
+            out[kind] = parts[0][columns[kind]]
+        elif parts:
             out[kind] = pd.concat(parts, ignore_index=True)[columns[kind]]
         else:
             out[kind] = pd.DataFrame({c: pd.Series(dtype=object) for c in columns[kind]})

@@ -115,11 +115,11 @@ def dataset_fields(
         "item_domain": _frozen(items["domain"].fillna("").to_numpy(dtype=str)),
         "item_group": _frozen(item_group, np.int32),
         "groups": _frozen(groups.astype(str)),
-        "static_model": _frozen(model_index.get_indexer(static["model"]), np.int32),
-        "static_item": _frozen(item_index.get_indexer(static["item"]), np.int32),
+        "static_model": _frozen(_positions(model_index, static["model"]), np.int32),
+        "static_item": _frozen(_positions(item_index, static["item"]), np.int32),
         "static_y": _frozen(static["correct"].to_numpy(), np.int8),
-        "arena_model": _frozen(model_index.get_indexer(arena["model"]), np.int32),
-        "arena_item": _frozen(item_index.get_indexer(arena["item"]), np.int32),
+        "arena_model": _frozen(_positions(model_index, arena["model"]), np.int32),
+        "arena_item": _frozen(_positions(item_index, arena["item"]), np.int32),
         "arena_reward": _frozen(reward),
         "arena_z": _frozen(z),
         "reward_norm": reward_norm,
@@ -212,6 +212,20 @@ def normalise_rewards(reward: np.ndarray, source: np.ndarray, how: str) -> np.nd
     return dev / safe[keys]
 
 
+def _positions(index: pd.Index, labels: pd.Series) -> np.ndarray:
+    """``index.get_indexer(labels)``, through the categories when ``labels`` is categorical.
+
+    A wide matrix's table (:mod:`bayes_dualeval.data.wide`) holds its labels as categories:
+    looking up each distinct label once and taking the codes keeps ten million cells from
+    being turned into ten million strings.
+    """
+    if isinstance(labels.dtype, pd.CategoricalDtype):
+        where = index.get_indexer(labels.cat.categories)
+        codes = labels.cat.codes.to_numpy()
+        return np.where(codes >= 0, where[codes], -1)
+    return index.get_indexer(labels)
+
+
 def _frozen(a, dtype=None) -> np.ndarray:
     out = np.array(a, dtype=dtype)
     out.setflags(write=False)
@@ -232,6 +246,20 @@ def _empty(value: str) -> pd.DataFrame:
 
 
 def dedupe(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Keep the last row of each (model, item); return the table and how many were dropped."""
-    keep = ~table.duplicated(["model", "item"], keep="last")
-    return table.loc[keep].reset_index(drop=True), int((~keep).sum())
+    """Keep the last row of each (model, item); return the table and how many were dropped.
+
+    A table without duplicates is returned as it is (no copy); a wide matrix's categorical
+    table is checked on one integer key per cell.
+    """
+    model, item = table["model"], table["item"]
+    categorical = (isinstance(c.dtype, pd.CategoricalDtype) for c in (model, item))
+    if all(categorical):
+        key = model.cat.codes.to_numpy(np.int64) * len(item.cat.categories)
+        key += item.cat.codes.to_numpy(np.int64)
+        drop = pd.Series(key).duplicated(keep="last").to_numpy()
+    else:
+        drop = table.duplicated(["model", "item"], keep="last").to_numpy()
+    n = int(drop.sum())
+    if n == 0 and isinstance(table.index, pd.RangeIndex) and table.index.start == 0:
+        return table, 0
+    return table.loc[~drop].reset_index(drop=True), n
