@@ -25,6 +25,7 @@ from bayes_dualeval.data.tables import (
     check_reward_norm,
     dataset_fields,
     frames_to_tables,
+    frozen,
 )
 
 __all__ = ["KINDS", "REWARD_NORMS", "Dataset", "load"]
@@ -229,11 +230,6 @@ class Dataset:
         groups, item_group = np.unique(
             np.char.add(np.char.add(kind[order], ":"), source[order]), return_inverse=True
         )
-
-        def frozen(values, dtype=None):
-            out = np.array(values, dtype=dtype)
-            out.setflags(write=False)
-            return out
 
         return dataclasses.replace(
             self,

@@ -196,7 +196,7 @@ class FeatureDesign:
         if missing:
             raise InputError(f"the feature rows have no column {missing[0]!r}")
         x = frame[list(self.columns)].to_numpy(dtype=np.float64)
-        return (((x - self.mean) / self.sd) @ self.rotation / self.root).astype(np.float32)
+        return _regressors((x - self.mean) / self.sd, self.rotation, self.root)
 
     def aligned(self, items) -> np.ndarray:
         """Regressors for ``items`` (ids), shape (len(items), k): zeros where an item has none."""
@@ -204,6 +204,11 @@ class FeatureDesign:
         out = np.zeros((len(index), self.n_components), np.float32)
         out[index >= 0] = self.matrix[index[index >= 0]]
         return out
+
+
+def _regressors(z: np.ndarray, rotation: np.ndarray, root: np.ndarray) -> np.ndarray:
+    """Whitened component scores of standardised features ``z``, float32 (n, k)."""
+    return (z @ rotation / root).astype(np.float32)
 
 
 def new_items(frame: pd.DataFrame, dataset: Dataset) -> tuple[pd.DataFrame, int]:
@@ -353,7 +358,7 @@ def design(
     }
     out = FeatureDesign(
         items=used["item"].to_numpy(dtype=str),
-        matrix=(z @ rotation / root).astype(np.float32),
+        matrix=_regressors(z, rotation, root),
         columns=columns,
         mean=mean,
         sd=sd,

@@ -108,20 +108,20 @@ def dataset_fields(
     reward = arena["reward"].to_numpy(dtype=np.float64)
     z = normalise_rewards(reward, arena["source"].to_numpy(dtype=str), reward_norm)
     return {
-        "models": _frozen(models.astype(str)),
-        "items": _frozen(items["item"].to_numpy(dtype=str)),
-        "item_kind": _frozen(items["kind"].to_numpy(dtype=str)),
-        "item_source": _frozen(items["source"].to_numpy(dtype=str)),
-        "item_domain": _frozen(items["domain"].fillna("").to_numpy(dtype=str)),
-        "item_group": _frozen(item_group, np.int32),
-        "groups": _frozen(groups.astype(str)),
-        "static_model": _frozen(_positions(model_index, static["model"]), np.int32),
-        "static_item": _frozen(_positions(item_index, static["item"]), np.int32),
-        "static_y": _frozen(static["correct"].to_numpy(), np.int8),
-        "arena_model": _frozen(_positions(model_index, arena["model"]), np.int32),
-        "arena_item": _frozen(_positions(item_index, arena["item"]), np.int32),
-        "arena_reward": _frozen(reward),
-        "arena_z": _frozen(z),
+        "models": frozen(models.astype(str)),
+        "items": frozen(items["item"].to_numpy(dtype=str)),
+        "item_kind": frozen(items["kind"].to_numpy(dtype=str)),
+        "item_source": frozen(items["source"].to_numpy(dtype=str)),
+        "item_domain": frozen(items["domain"].fillna("").to_numpy(dtype=str)),
+        "item_group": frozen(item_group, np.int32),
+        "groups": frozen(groups.astype(str)),
+        "static_model": frozen(_positions(model_index, static["model"]), np.int32),
+        "static_item": frozen(_positions(item_index, static["item"]), np.int32),
+        "static_y": frozen(static["correct"].to_numpy(), np.int8),
+        "arena_model": frozen(_positions(model_index, arena["model"]), np.int32),
+        "arena_item": frozen(_positions(item_index, arena["item"]), np.int32),
+        "arena_reward": frozen(reward),
+        "arena_z": frozen(z),
         "reward_norm": reward_norm,
         "skipped": {name: n for name, n in skipped.items() if n},
         "files": tuple(report.files),
@@ -226,7 +226,8 @@ def _positions(index: pd.Index, labels: pd.Series) -> np.ndarray:
     return index.get_indexer(labels)
 
 
-def _frozen(a, dtype=None) -> np.ndarray:
+def frozen(a, dtype=None) -> np.ndarray:
+    """A read-only copy of ``a`` as a NumPy array (a :class:`Dataset` field)."""
     out = np.array(a, dtype=dtype)
     out.setflags(write=False)
     return out

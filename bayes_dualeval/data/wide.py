@@ -3,11 +3,11 @@
 Most published response matrices come so (ChemBench's ``binary_matrix.csv``, the Open LLM
 Leaderboard's details turned into a table, metabench): a CSV whose first column is
 ``model_label`` (or ``model``) and whose other columns are questions, each cell 1
-(correct), 0 (incorrect) or empty (not answered). Such a file is read in one vectorised
-pass, never row by row: the cells become static labels with the dataset named after the
-file (``chembench.csv`` -> dataset ``chembench``) and the column name as the question's
-index, so question ``q17`` of ``chembench.csv`` in folder ``chem`` is the item
-``chem::chembench_q17``.
+(correct), 0 (incorrect) or empty (not answered). Such a file is read a row at a time, each
+row's cells compared as one NumPy array, never cell by cell: the cells become static labels
+with the dataset named after the file (``chembench.csv`` -> dataset ``chembench``) and the
+column name as the question's index, so question ``q17`` of ``chembench.csv`` in folder
+``chem`` is the item ``chem::chembench_q17``.
 
 NumPy and pandas only.
 """
@@ -66,8 +66,8 @@ def read_wide(path: Path, *, source: str, domain: str, skip_invalid: bool, repor
     Returns
     -------
     pandas.DataFrame
-        Columns ``model, item, source, domain, line, correct``: one row per answered cell,
-        ``line`` the file line of its model's row.
+        Columns ``model, item, source, domain, line, correct, file``: one row per answered
+        cell, ``line`` the file line of its model's row; the labels are categorical.
 
     Raises
     ------

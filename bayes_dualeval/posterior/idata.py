@@ -303,7 +303,7 @@ def to_inference_data(
     dims = {name: _site_dims(name, value.ndim) for name, value in samples.items()}
     dims = {name: labels for name, labels in dims.items() if labels}
     observed, observed_dims, cell_labels = _observed(dataset, inputs)
-    feature_vars, feature_dims = feature_data(inputs, features)
+    feature_vars, feature_dims, feature_coords = feature_data(inputs, features)
     idata = az.from_dict(
         posterior=samples,
         sample_stats=draws.stats or None,
@@ -315,10 +315,7 @@ def to_inference_data(
             "item_group": dataset.groups[dataset.item_group],
             **feature_vars,
         },
-        coords={
-            **_coords(dataset, samples),
-            **({"feature_column": list(features.columns)} if features is not None else {}),
-        },
+        coords={**_coords(dataset, samples), **feature_coords},
         dims={
             **dims,
             **observed_dims,
@@ -353,8 +350,8 @@ def to_inference_data(
     return idata
 
 
-def feature_data(inputs: ModelInputs, features=None) -> tuple[dict, dict]:
-    """The item features' constant data and their dimensions (empty without features).
+def feature_data(inputs: ModelInputs, features=None) -> tuple[dict, dict, dict]:
+    """The item features' constant data, dimensions and coordinates (empty without features).
 
     ``item_features`` (item x feature): the regressors each item's prior read; with the
     mapping, ``feature_mean`` and ``feature_sd`` (feature_column: the standardisation),
@@ -363,7 +360,7 @@ def feature_data(inputs: ModelInputs, features=None) -> tuple[dict, dict]:
     """
     matrix = np.asarray(inputs.item_features)
     if matrix.shape[1] == 0:
-        return {}, {}
+        return {}, {}, {}
     data = {"item_features": matrix}
     dims = {"item_features": ["item", "feature"]}
     if features is not None:
@@ -379,7 +376,8 @@ def feature_data(inputs: ModelInputs, features=None) -> tuple[dict, dict]:
             feature_rotation=["feature_column", "feature"],
             feature_root=["feature"],
         )
-    return data, dims
+        return data, dims, {"feature_column": list(features.columns)}
+    return data, dims, {}
 
 
 def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:

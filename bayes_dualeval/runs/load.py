@@ -21,6 +21,7 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.tables import frozen
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.spec import DualEvalModel
@@ -76,12 +77,6 @@ def load_result(run_dir: str | Path) -> FitResult:
     return FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
 
 
-def _frozen(values, dtype=None) -> np.ndarray:
-    out = np.array(values, dtype=dtype)
-    out.setflags(write=False)
-    return out
-
-
 def stored_dataset(idata, diagnostics: dict) -> Dataset:
     """The fitted :class:`~bayes_dualeval.data.dataset.Dataset`, as the run stored it.
 
@@ -108,19 +103,19 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
 
     def index(coord: str, labels: np.ndarray) -> np.ndarray:
         values = obs[coord].values if coord in obs.coords else []
-        return _frozen(pd.Index(labels).get_indexer(np.asarray(values, dtype=str)), np.int32)
+        return frozen(pd.Index(labels).get_indexer(np.asarray(values, dtype=str)), np.int32)
 
     def values(name: str, dtype) -> np.ndarray:
-        return _frozen(obs[name].values if name in obs.data_vars else [], dtype)
+        return frozen(obs[name].values if name in obs.data_vars else [], dtype)
 
     return Dataset(
-        models=_frozen(models),
-        items=_frozen(items),
-        item_kind=_frozen(const["item_kind"].values, str),
-        item_source=_frozen(const["item_source"].values, str),
-        item_domain=_frozen(const["item_domain"].values, str),
-        item_group=_frozen(item_group, np.int32),
-        groups=_frozen(groups),
+        models=frozen(models),
+        items=frozen(items),
+        item_kind=frozen(const["item_kind"].values, str),
+        item_source=frozen(const["item_source"].values, str),
+        item_domain=frozen(const["item_domain"].values, str),
+        item_group=frozen(item_group, np.int32),
+        groups=frozen(groups),
         static_model=index("static_model", models),
         static_item=index("static_item", items),
         static_y=values("static_y", np.int8),
