@@ -47,8 +47,13 @@ from bayes_dualeval.posterior.summaries import draws_of
 #: Largest number of (draw, cell, grid point) evaluations; beyond it fewer, evenly spaced
 #: draws are used.
 MAX_ELEMENTS = 200_000_000
-#: Fewest draws kept when thinning.
+#: Fewest draws kept when thinning, as long as :data:`MOST_ELEMENTS` allows them.
 MIN_DRAWS = 20
+#: Hard ceiling on the (draw, cell, grid point) evaluations, above ``MIN_DRAWS``: at ten
+#: million cells a single draw's 1.2e9 evaluations take about 40 s on two cores, so very
+#: large data get one to a few draws (their item parameters are then known closely, and
+#: the ability, which moves most when a block is left out, is still integrated exactly).
+MOST_ELEMENTS = 1_500_000_000
 #: Most draws used (the p-values average over draws; more add little).
 MAX_DRAWS = 200
 #: (cell, grid point) evaluations held in memory at once.
@@ -232,7 +237,10 @@ def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) ->
     With ``arena``, also ``gamma``.
     """
     theta = np.asarray(draws_of(idata, "theta"), np.float64)
-    keep = min(MAX_DRAWS, max(MIN_DRAWS, MAX_ELEMENTS // max(n_cells, 1)))
+    n_cells = max(n_cells, 1)
+    keep = min(
+        MAX_DRAWS, max(MIN_DRAWS, MAX_ELEMENTS // n_cells), max(1, MOST_ELEMENTS // n_cells)
+    )
     rows = evenly_spaced(len(theta), keep)
     out = {"theta": theta[rows]}
     names = list(model.item_sites)

@@ -53,6 +53,8 @@ MISKEY_Q = 0.2
 #: Fisher-scoring iterations of the per-item fits (each step is damped to at most
 #: :data:`MAX_STEP` in ``log a`` and ``b``).
 ITERATIONS, MAX_STEP = 40, 1.0
+#: The scoring stops once no step exceeds this (float64; most runs converge in a few steps).
+TOLERANCE = 1e-9
 #: Floor of the population sd of ``log a`` and ``b`` (a 1PL run has ``a = 1`` exactly).
 MIN_SCALE = 0.05
 #: EM iterations for the share of reversed keys, and its floor.
@@ -149,8 +151,9 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
 
     normal = ((m_a, m_b), (s_a, s_b))
     (u, b), info = item_solve.fisher_scoring(
-        predictor, y, item, k, normal, iterations=ITERATIONS, max_step=MAX_STEP, c=c, d=d
-    )
+        predictor, y, item, k, normal, iterations=ITERATIONS, max_step=MAX_STEP, c=c, d=d,
+        tol=TOLERANCE,
+    )  # fmt: skip
     log_p, log_q = links.log_probabilities(predictor((u, b))[0], c, d)
     loglik = np.bincount(item, weights=y * log_p + (1.0 - y) * log_q, minlength=k)
     log_prior = -0.5 * (((u - m_a) / s_a) ** 2 + ((b - m_b) / s_b) ** 2)

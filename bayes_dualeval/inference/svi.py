@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import numpyro
 from numpyro.infer import SVI, Predictive, Trace_ELBO
@@ -28,6 +29,14 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
     their combined standard error (the noise) or by less than ``settings.svi_rtol``
     relative, or after ``settings.svi_steps`` steps.
 
+    With more static cells or decisive pairs than ``settings.subsample`` allows
+    (:meth:`~bayes_dualeval.inference.settings.SamplerSettings.batch_size`), each step
+    reads a random batch of them weighted up to the whole
+    (:mod:`bayes_dualeval.model.subsample`), so a step costs the same at ten million cells
+    as at a quarter of a million; the stopping rule's noise then includes the batches'.
+    The guide is then the average of one more window's iterates, which settles the
+    jitter a fixed step size leaves under random batches.
+
     Parameters
     ----------
     inputs : ModelInputs
@@ -41,8 +50,13 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
     -------
     Draws
         One chain of ``settings.draws`` draws from the fitted guide; ``info`` holds
-        ``guide``, ``steps``, ``converged``, ``final_loss`` and ``losses``.
+        ``guide``, ``static_batch`` and ``pair_batch`` (terms per step, 0: all),
+        ``steps``, ``converged``, ``final_loss`` and ``losses``.
     """
+    inputs = inputs.with_batches(
+        settings.batch_size(inputs.static_y.shape[0]), settings.batch_size(inputs.pair_i.shape[0])
+    )
+    batched = bool(inputs.static_batch or inputs.pair_batch)
     guide_cls = AutoNormal if settings.guide == "normal" else AutoLowRankMultivariateNormal
     guide = guide_cls(dualeval_model, init_loc_fn=init_strategy(config, inputs))
     svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), Trace_ELBO())
@@ -59,10 +73,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         # reads only its site names, shapes and supports, never its values.
         state = jax.jit(lambda key: svi.init(key, inputs, config))(key_fit)
 
-        def body(state, _):
-            return svi.stable_update(state, inputs, config)
-
-        step = jax.jit(lambda s: jax.lax.scan(body, s, None, length=window))
+        step = _window(svi, inputs, config, window)
         done = 0
         previous = None
         progress = _progress(settings.progress, settings.svi_steps, "SVI")
@@ -80,6 +91,14 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
                     converged = True
                     break
             previous = current
+        params = None
+        if batched:
+            # random batches keep the iterate jittering around the optimum by about the
+            # step size: the guide is the average of one more window's iterates
+            state, chunk, params = _averaged_window(svi, inputs, config, window)(state)
+            chunk = np.asarray(chunk)
+            losses.append(chunk)
+            progress(window, float(chunk.mean()))
         progress(None, None)
         sites = posterior_sites(inputs, config)
 
@@ -93,18 +112,51 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
             )
             return pred(key, inputs, config)
 
-        draws = jax.jit(predict)(key_draw, svi.get_params(state))  # one program, as above
+        params = svi.get_params(state) if params is None else params
+        draws = jax.jit(predict)(key_draw, params)  # one program, as above
         jax.block_until_ready(draws)
     samples = {k: v[None] for k, v in to_numpy(draws).items()}
     losses = np.concatenate(losses)
     info = {
         "guide": settings.guide,
+        "static_batch": inputs.static_batch,
+        "pair_batch": inputs.pair_batch,
         "steps": int(len(losses)),
         "converged": bool(converged),
         "final_loss": float(losses[-window:].mean()),
         "losses": losses,
     }
     return Draws(samples=samples, timings=timings, info=info)
+
+
+def _window(svi: SVI, inputs: ModelInputs, config: ModelConfig, length: int):
+    """One compiled program: ``length`` SVI steps in a ``lax.scan``, returning their losses."""
+
+    def body(state, _):
+        return svi.stable_update(state, inputs, config)
+
+    return jax.jit(lambda state: jax.lax.scan(body, state, None, length=length))
+
+
+def _averaged_window(svi: SVI, inputs: ModelInputs, config: ModelConfig, length: int):
+    """As :func:`_window`, also returning the mean of the iterates' (constrained) parameters.
+
+    Averaging the iterates of a stochastic optimiser (Polyak-Ruppert) removes the jitter
+    that a fixed step size leaves around the optimum.
+    """
+
+    def body(carry, _):
+        state, total = carry
+        state, loss = svi.stable_update(state, inputs, config)
+        total = jax.tree.map(jnp.add, total, svi.get_params(state))
+        return (state, total), loss
+
+    def run(state):
+        zero = jax.tree.map(jnp.zeros_like, svi.get_params(state))
+        (state, total), losses = jax.lax.scan(body, (state, zero), None, length=length)
+        return state, losses, jax.tree.map(lambda x: x / length, total)
+
+    return jax.jit(run)
 
 
 def posterior_sites(inputs: ModelInputs, config: ModelConfig) -> list[str]:

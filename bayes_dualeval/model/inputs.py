@@ -96,6 +96,10 @@ class ModelInputs:
         Regressors of the item prior (:mod:`bayes_dualeval.data.features`: whitened
         principal components of the item features; a row of zeros for an item without
         features); ``F = 0`` without features.
+    static_batch, pair_batch : int
+        Static cells and arena pairs per random batch of the likelihood
+        (:mod:`bayes_dualeval.model.subsample`; minibatch SVI), 0 for every one (static
+        metadata; set by :meth:`with_batches`).
     """
 
     n_models: int
@@ -128,6 +132,32 @@ class ModelInputs:
     level_group: jax.Array
     centring: jax.Array
     item_features: jax.Array
+    static_batch: int = 0
+    pair_batch: int = 0
+
+    def with_batches(self, static: int, pairs: int) -> ModelInputs:
+        """The same inputs, their likelihood estimated from random batches of this size.
+
+        Parameters
+        ----------
+        static, pairs : int
+            Static cells and arena pairs per batch (0 or more than there are: all).
+        """
+        static = 0 if static >= self.static_y.shape[0] else int(static)
+        pairs = 0 if pairs >= self.pair_i.shape[0] else int(pairs)
+        return dataclasses.replace(self, static_batch=static, pair_batch=pairs)
+
+    def static_cells(self, rows) -> ModelInputs:
+        """The inputs with only the static cells ``rows`` (None: all of them)."""
+        if rows is None:
+            return self
+        return dataclasses.replace(
+            self,
+            static_model=self.static_model[rows],
+            static_item=self.static_item[rows],
+            static_y=self.static_y[rows],
+            static_mask=self.static_mask[rows],
+        )
 
     @property
     def b_centred(self) -> jax.Array:
@@ -157,7 +187,7 @@ class ModelInputs:
 
 _META = (
     "n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored",
-    "n_domains",
+    "n_domains", "static_batch", "pair_batch",
 )  # fmt: skip
 jax.tree_util.register_dataclass(
     ModelInputs,

@@ -33,6 +33,7 @@ from bayes_dualeval.model.priors import (
     level_parameters,
     uses_level,
 )
+from bayes_dualeval.model.subsample import batch
 
 __all__ = ["arena_loglik", "dualeval_model", "global_sites", "static_loglik", "uses_level"]
 
@@ -62,7 +63,10 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     ``sigma_b``, ``mu_log_a``, ``sigma_log_a`` (plate ``group``); ``gamma``, ``level_c``
     (plate ``arena_source``) and, for the reward likelihood, ``sigma``. Static labels are
     the observed site ``static_y`` (plate ``static_cell``, scaled by ``lambda_static``);
-    the arena term is the factor ``arena``.
+    the arena term is the factor ``arena``. With ``inputs.static_batch`` or
+    ``inputs.pair_batch`` set (minibatch SVI) and a random seed, the static cells and the
+    arena's decisive pairs are random batches weighted up to the whole
+    (:mod:`bayes_dualeval.model.subsample`); ``static_cell`` then has the batch's size.
     """
     # the ability each item sees: theta, or a map of abilities per domain or dimension
     if config.dims > 1:
@@ -82,15 +86,18 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
         a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
         if inputs.has_static:
+            # minibatch SVI reads a random batch of cells, weighted up to the whole
+            rows, weight = batch(inputs.static_y.shape[0], inputs.static_batch)
+            cells = inputs.static_cells(rows)
             with (
-                numpyro.handlers.scale(scale=config.lambda_static),
-                numpyro.plate("static_cell", inputs.static_y.shape[0]),
-                numpyro.handlers.mask(mask=inputs.static_mask > 0),
+                numpyro.handlers.scale(scale=config.lambda_static * weight),
+                numpyro.plate("static_cell", cells.static_y.shape[0]),
+                numpyro.handlers.mask(mask=cells.static_mask > 0),
             ):
                 numpyro.sample(
                     "static_y",
-                    static_distribution(ability, a, b, inputs, c, d),
-                    obs=inputs.static_y,
+                    static_distribution(ability, a, b, cells, c, d),
+                    obs=cells.static_y,
                 )
         if not inputs.has_arena:
             return

@@ -25,6 +25,7 @@ from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.subsample import batch
 
 _LOG_2PI = float(jnp.log(2 * jnp.pi))
 
@@ -126,8 +127,7 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
     ``inputs.pair_linear`` (see :mod:`bayes_dualeval.model.inputs`).
     """
     if config.mode == "bt":
-        x = theta[inputs.pair_i] - theta[inputs.pair_j]
-        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - jnp.dot(inputs.pair_linear, theta)
+        ll = _pair_sum(theta, 1.0, inputs) - jnp.dot(inputs.pair_linear, theta)
         return config.lambda_arena * ll
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
@@ -135,12 +135,24 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
     if config.arena_likelihood == "reward":
         ll = jnp.sum(reward_per_item(p, gamma, sigma, inputs))
     else:
-        x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
-        ll = jnp.sum(inputs.pair_w * links.log_sigmoid(x)) - gamma * jnp.dot(inputs.pair_linear, p)
+        ll = _pair_sum(p, gamma, inputs) - gamma * jnp.dot(inputs.pair_linear, p)
         ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
     if level is not None:
         ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs))
     return config.lambda_arena * ll + config.lambda_bb * ll_bb
+
+
+def _pair_sum(value, gamma, inputs: ModelInputs):
+    """``sum w log_sigmoid(gamma (value_i - value_j))`` over the decisive pairs.
+
+    Over a random batch of pairs weighted up to the whole when ``inputs.pair_batch`` is
+    set (:func:`~bayes_dualeval.model.subsample.batch`; minibatch SVI).
+    """
+    rows, weight = batch(inputs.pair_i.shape[0], inputs.pair_batch)
+    i, j, w = inputs.pair_i, inputs.pair_j, inputs.pair_w
+    if rows is not None:
+        i, j, w = i[rows], j[rows], w[rows]
+    return weight * jnp.sum(w * links.log_sigmoid(gamma * (value[i] - value[j])))
 
 
 def _pairs_per_item(x, inputs: ModelInputs):
