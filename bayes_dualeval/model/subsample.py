@@ -13,6 +13,8 @@ term, whatever the inputs ask for.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpyro
 
@@ -37,7 +39,9 @@ def batch(n: int, size: int):
     """
     if not size or size >= n:
         return None, 1.0
-    key = numpyro.prng_key()
+    with warnings.catch_warnings():  # NumPyro warns where there is no seed; that is our cue
+        warnings.simplefilter("ignore", UserWarning)
+        key = numpyro.prng_key()
     if key is None:  # no seed handler: an exact density is being evaluated
         return None, 1.0
     return jax.random.randint(key, (size,), 0, n, dtype="int32"), n / size
