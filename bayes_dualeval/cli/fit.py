@@ -133,8 +133,11 @@ def fit(
     from bayes_dualeval.inference.device import configure
 
     sampler = fields["sampler"]
+    # host devices on a CPU: one per NUTS chain, or one per shard of SVI's and MAP's data
     configure(
-        device, fields["chains"] if sampler == "nuts" else 1, compile_cache=not no_compile_cache
+        device,
+        fields["chains"] if sampler == "nuts" else fields["shards"],
+        compile_cache=not no_compile_cache,
     )
 
     from bayes_dualeval.core.atomic import check_new_folder

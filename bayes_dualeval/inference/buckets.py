@@ -55,8 +55,16 @@ def padded(inputs: ModelInputs) -> ModelInputs:
     are model 0's answer to item 0, masked (``static_mask`` 0). Arena cells, items and
     models are not padded: each is a parameter's or a prompt's support.
     """
+    return padded_to(inputs, bucket(inputs.static_y.shape[0]), bucket(inputs.pair_w.shape[0]))
+
+
+def padded_to(inputs: ModelInputs, bs: int, bp: int) -> ModelInputs:
+    """``inputs`` with ``bs`` static cells and ``bp`` decisive pairs, padded as :func:`padded`.
+
+    Sizes at or below the present ones leave that kind as it is.
+    """
     s, p = inputs.static_y.shape[0], inputs.pair_w.shape[0]
-    bs, bp = bucket(s), bucket(p)
+    bs, bp = max(bs, s), max(bp, p)
     if (bs, bp) == (s, p):
         return inputs
     return dataclasses.replace(

@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.inference.draws import Draws
 from bayes_dualeval.inference.mode import check_map_supports, run_map
 from bayes_dualeval.inference.nuts import run_nuts
 from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.sharding import data_devices, shard
 from bayes_dualeval.inference.svi import run_svi
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
@@ -34,10 +37,16 @@ def check_supported(config: ModelConfig, settings: SamplerSettings) -> None:
     Raises
     ------
     ConfigError
-        MAP with a 3PL or 4PL link (:func:`~bayes_dualeval.inference.mode.check_map_supports`).
+        MAP with a 3PL or 4PL link (:func:`~bayes_dualeval.inference.mode.check_map_supports`);
+        NUTS with ``shards`` above 1.
     """
     if settings.sampler == "map":
         check_map_supports(config)
+    if settings.sampler == "nuts" and settings.shards > 1:
+        raise ConfigError(
+            f"{setting('shards', settings.shards)} splits data for SVI and MAP; NUTS runs its "
+            f"chains one per device instead (see {setting('chains')})"
+        )
 
 
 def sample(
@@ -63,6 +72,8 @@ def sample(
         When the sampler cannot fit the specification (:func:`check_supported`).
     """
     check_supported(config, settings)
+    if settings.sampler != "nuts":
+        inputs = shard(inputs, data_devices(settings.shards))
     if settings.sampler == "map":
         return run_map(inputs, config, settings)
     if settings.sampler == "svi":

@@ -80,6 +80,10 @@ class SamplerSettings:
         decisive pairs, each kind above :data:`AUTO_TERMS` terms), ``"none"`` (every term,
         every step) or a number of terms per batch; see :meth:`batch_size` and
         :mod:`bayes_dualeval.model.subsample`.
+    shards : int
+        SVI and MAP: the devices the static cells and decisive pairs are split across
+        (:mod:`bayes_dualeval.inference.sharding`); NUTS runs its chains one per device
+        instead and refuses more than 1.
     progress : bool
         Show a progress bar (NUTS and SVI).
     """
@@ -126,6 +130,13 @@ class SamplerSettings:
         "SVI: static cells and arena pairs per step, each (auto: all up to "
         f"{AUTO_TERMS:,}, else random batches of {AUTO_BATCH:,}; none: all; or a number).",
         _SVI,
+    )
+    shards: int = _setting(
+        1,
+        "SVI and MAP: split the static cells and arena pairs across this many devices (JAX "
+        "sharding; on a CPU the command line makes as many host devices).",
+        _SVI,
+        min=1,
     )
     map_steps: int = _setting(80, "Most 250-step optimisation windows of MAP.", _SVI, min=1)
     extend: int = _setting(

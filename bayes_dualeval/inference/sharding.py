@@ -1,0 +1,91 @@
+"""Data parallelism for SVI and MAP: the likelihood's cells and pairs split across devices.
+
+The model reads its data from :class:`~bayes_dualeval.model.inputs.ModelInputs`. Placing the
+per-cell arrays (static cells, decisive pairs) with a :class:`jax.sharding.NamedSharding`
+split along their one axis, and every other array (parameters' supports: models, items,
+arena cells) whole on every device, is all it takes: the compiled programs that read them
+are partitioned by XLA (GSPMD), each device evaluates its share of the terms, and the
+sums over cells and pairs become all-reductions. The model and the samplers are the same
+code on one CPU, on several host devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and on several GPUs; nothing is
+written for one device kind only.
+
+Arrays are padded to a multiple of the device count with terms that contribute exactly
+nothing (:func:`~bayes_dualeval.inference.buckets.padded_to`), so the answers are those of
+one device up to the order of floating-point sums.
+
+NUTS does not split data: its chains already run one per device
+(:mod:`~bayes_dualeval.inference.chains`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.core.fields import setting
+from bayes_dualeval.inference.buckets import padded_to
+from bayes_dualeval.model.inputs import ModelInputs
+
+#: The arrays with one entry per static cell or decisive pair: split across devices.
+SPLIT = (
+    "static_model", "static_item", "static_y", "static_mask",
+    "pair_i", "pair_j", "pair_w", "pair_t", "pair_item",
+)  # fmt: skip
+#: Name of the mesh axis the data are split along.
+AXIS = "data"
+
+
+def data_devices(shards: int) -> list:
+    """The first ``shards`` devices of JAX's default backend.
+
+    Raises
+    ------
+    ConfigError
+        If there are fewer, saying how to make more host devices on a CPU.
+    """
+    devices = jax.devices()
+    if shards > len(devices):
+        raise ConfigError(
+            f"{setting('shards', shards)} asks for {shards} devices, but JAX sees "
+            f"{len(devices)} ({devices[0].platform}); on a CPU the command line makes as "
+            "many host devices as shards, and a Python session needs "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts"
+        )
+    return devices[:shards]
+
+
+def shard(inputs: ModelInputs, devices) -> ModelInputs:
+    """``inputs`` with cells and pairs split across ``devices``, the rest on each of them.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    devices : sequence of jax.Device
+        One device: ``inputs`` unchanged.
+
+    Returns
+    -------
+    ModelInputs
+        Padded to a multiple of ``len(devices)`` cells and pairs (masked cells, pairs of
+        weight 0), the :data:`SPLIT` arrays sharded along :data:`AXIS`, every other array
+        replicated.
+    """
+    n = len(devices)
+    if n <= 1:
+        return inputs
+    size = lambda k: int(math.ceil(k / n) * n)  # noqa: E731
+    inputs = padded_to(inputs, size(inputs.static_y.shape[0]), size(inputs.pair_w.shape[0]))
+    mesh = Mesh(np.asarray(devices), (AXIS,))
+    split, whole = NamedSharding(mesh, PartitionSpec(AXIS)), NamedSharding(mesh, PartitionSpec())
+    placed = {
+        f.name: jax.device_put(getattr(inputs, f.name), split if f.name in SPLIT else whole)
+        for f in dataclasses.fields(inputs)
+        if isinstance(getattr(inputs, f.name), jax.Array)
+    }
+    return dataclasses.replace(inputs, **placed)

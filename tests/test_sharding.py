@@ -1,0 +1,92 @@
+"""Data split across devices (SVI, MAP): the same answers as one device."""
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.inference.sampling import check_supported
+from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.sharding import SPLIT, data_devices, shard
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.joint import dualeval_model
+from bayes_dualeval.model.simulate import simulate
+from bayes_dualeval.runs.fit import fit
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    static, arena, _ = simulate(8, 120, 30, seed=21)
+    static["source"], arena["source"] = "bench", "arena"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Dataset.from_frames(static=static, arena=arena)
+
+
+def test_the_suite_has_several_host_devices():
+    # conftest makes 4, as XLA_FLAGS=--xla_force_host_platform_device_count=4 would
+    assert len(jax.devices()) >= 4
+
+
+def test_shard_splits_cells_and_pairs_and_keeps_the_density(dataset):
+    config = load_spec("dualeval-2pl")
+    inputs, _ = build_inputs(dataset, config, centred="none")
+    point = numpyro_point(inputs, config)
+    exact = potential(inputs, config, point)
+    for n in (2, 4):
+        split = shard(inputs, data_devices(n))
+        for name in SPLIT:
+            value = getattr(split, name)
+            assert value.shape[0] % n == 0
+            assert len(value.sharding.device_set) == n
+            assert not value.sharding.is_fully_replicated, name
+        assert split.item_group.sharding.is_fully_replicated
+        # padded cells are masked and padded pairs weigh nothing: the same density
+        assert float(potential(split, config, point)) == pytest.approx(float(exact), rel=1e-5)
+    assert shard(inputs, data_devices(1)) is inputs
+
+
+@pytest.mark.parametrize("sampler", ["svi", "map"])
+def test_sharded_fits_give_the_answers_of_one_device(dataset, sampler):
+    def means(shards):
+        # SVI's answer after two windows: the same steps on every layout, converged or not
+        settings = SamplerSettings(
+            sampler=sampler, draws=100, seed=3, shards=shards, svi_steps=1000
+        )
+        post = fit(dataset, settings=settings).idata.posterior
+        return {k: post[k].values.reshape(-1, *post[k].shape[2:]).mean(0) for k in ("theta", "b")}
+
+    one = means(1)
+    for shards in (4,) if sampler == "svi" else (2,):
+        other = means(shards)
+        for name in one:  # float32 sums in another order, nothing more
+            np.testing.assert_allclose(other[name], one[name], atol=2e-4, err_msg=name)
+
+
+def test_shards_are_refused_where_they_cannot_apply():
+    with pytest.raises(ConfigError, match="shards"):
+        check_supported(load_spec("dualeval-2pl"), SamplerSettings(sampler="nuts", shards=2))
+    with pytest.raises(ConfigError, match="host devices"):
+        data_devices(len(jax.devices()) + 1)
+    with pytest.raises(ConfigError, match="shards"):
+        SamplerSettings(shards=0)
+
+
+def numpyro_point(inputs, config):
+    """A draw of the model's latent sites from its prior."""
+    import numpyro
+
+    draw = numpyro.infer.Predictive(dualeval_model, num_samples=1)(
+        jax.random.PRNGKey(0), inputs, config
+    )
+    return {k: v[0] for k, v in draw.items() if k not in ("static_y", "arena")}
+
+
+def potential(inputs, config, point):
+    from numpyro.infer.util import log_density
+
+    return log_density(dualeval_model, (inputs, config), {}, point)[0]
