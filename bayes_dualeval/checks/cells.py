@@ -75,7 +75,7 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
     Returns
     -------
     table : pandas.DataFrame
-        Columns :data:`CELL_COLUMNS`.
+        Columns :data:`CELL_COLUMNS`; ``model``, ``item`` and ``kind`` are categorical.
     codes : tuple of numpy.ndarray
         The rows' model and item codes.
     """
@@ -96,11 +96,12 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
     model, item = cat("model")[order], cat("item")[order]
     kinds = np.array(list(parts), dtype=object)
     kind = np.repeat(kinds, [int(k.sum()) for k in used])[order]
+    # labels as categories: at ten million cells, strings per row would take gigabytes
     table = pd.DataFrame(
         {
-            "model": models[model],
-            "item": items[item],
-            "kind": kind,
+            "model": pd.Categorical.from_codes(model, categories=pd.Index(models, dtype=object)),
+            "item": pd.Categorical.from_codes(item, categories=pd.Index(items, dtype=object)),
+            "kind": pd.Categorical(kind, categories=list(parts)),
             "observed": cat("observed")[order],
             "expected": cat("expected")[order],
             "residual": residual[order],

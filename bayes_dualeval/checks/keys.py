@@ -53,8 +53,9 @@ MISKEY_Q = 0.2
 #: Fisher-scoring iterations of the per-item fits (each step is damped to at most
 #: :data:`MAX_STEP` in ``log a`` and ``b``).
 ITERATIONS, MAX_STEP = 40, 1.0
-#: The scoring stops once no step exceeds this (float64; most runs converge in a few steps).
-TOLERANCE = 1e-9
+#: An item's scoring stops once no component of its step exceeds this (well below any
+#: posterior sd; items whose reversed key has no finite mode take every iteration).
+TOLERANCE = 1e-7
 #: Floor of the population sd of ``log a`` and ``b`` (a 1PL run has ``a = 1`` exactly).
 MIN_SCALE = 0.05
 #: EM iterations for the share of reversed keys, and its floor.
@@ -144,9 +145,10 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
     plain = bounds[0] == 0.0 and bounds[1] == 1.0  # the 2PL: the logistic's own expressions
     c, d = (None, None) if plain else bounds
 
-    def predictor(x):  # eta = exp(u) (theta - b) and its derivatives in u and b
-        a = np.exp(x[0])[item]
-        eta = a * (theta - x[1][item])
+    def predictor(x, rows=None):  # eta = exp(u) (theta - b) and its derivatives in u and b
+        at, t = (item, theta) if rows is None else (item[rows], theta[rows])
+        a = np.exp(x[0])[at]
+        eta = a * (t - x[1][at])
         return eta, (eta, -a)
 
     normal = ((m_a, m_b), (s_a, s_b))

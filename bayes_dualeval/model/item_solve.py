@@ -90,7 +90,8 @@ def fisher_scoring(
     predictor : callable
         ``predictor(x) -> (eta, jacobian)``: at parameters ``x`` of shape (2, Q), every
         label's linear predictor, shape (R,), and its derivatives with respect to the
-        label's item's two parameters, a pair of arrays of shape (R,) (or scalars).
+        label's item's two parameters, a pair of arrays of shape (R,) (or scalars). With
+        ``tol`` it is also called as ``predictor(x, rows)``, for the labels ``rows`` only.
     y : numpy.ndarray, shape (R,)
         Labels, 0.0 or 1.0.
     item : numpy.ndarray of int, shape (R,)
@@ -105,9 +106,11 @@ def fisher_scoring(
     c, d : float, optional
         Floor and ceiling of the success probability (None: 0 and 1).
     tol : float
-        Stop once no component of a step exceeds it (0: take every iteration). Each pass
-        reads every label, so at millions of labels the iterations after convergence are
-        most of the cost.
+        An item whose step has no component above ``tol`` keeps its parameters and
+        information from then on, and later passes read only the labels of the items
+        still moving; the solve stops when none is (0: every item takes every
+        iteration). At millions of labels the passes after most items have converged
+        are otherwise most of the cost.
 
     Returns
     -------
@@ -120,23 +123,33 @@ def fisher_scoring(
     var = np.asarray(prior[1], dtype=np.float64)[:, None] ** 2
     x = np.repeat(mean, n_items, axis=1)
     info = None
+    moving = np.ones(n_items, dtype=bool)
+    rows, sub_item, sub_y = None, item, y  # the labels read (None: all of them)
 
     def total(w):
-        return np.bincount(item, weights=w, minlength=n_items)
+        return np.bincount(sub_item, weights=w, minlength=n_items)
 
     for _ in range(iterations):
-        eta, (e0, e1) = predictor(x)
-        r, w = links.bernoulli_score(y, eta, c, d)
+        eta, (e0, e1) = predictor(x) if rows is None else predictor(x, rows)
+        r, w = links.bernoulli_score(sub_y, eta, c, d)
         g = np.stack([total(r * e0), total(r * e1)]) - (x - mean) / var
         we0 = w * e0
         h01 = total(we0 * e1)
-        info = np.array(
+        new = np.array(
             [[total(we0 * e0) + 1.0 / var[0], h01], [h01, total(w * e1 * e1) + 1.0 / var[1]]]
         )
+        info = new if info is None else np.where(moving, new, info)
         step = np.stack(block_solve(info, g))
         if max_step is not None:
             step = np.clip(step, -max_step, max_step)
-        x = x + step
-        if tol and np.max(np.abs(step), initial=0.0) <= tol:
+        x = x + np.where(moving, step, 0.0)
+        if not tol:
+            continue
+        moving &= np.max(np.abs(step), axis=0) > tol
+        if not moving.any():
             break
+        if rows is None or moving.sum() < 0.5 * np.unique(sub_item).size:
+            # read only the labels of the items still moving (rebuilt when they halve)
+            rows = np.flatnonzero(moving[item])
+            sub_item, sub_y = item[rows], y[rows]
     return x, info

@@ -74,7 +74,15 @@ def select_anomalies(cells: pd.DataFrame, keep, level: float) -> pd.DataFrame:
         The kept rows in their order, with a fresh index.
     """
     keep = anomaly_rows(keep)
-    if keep == ALL:
-        return cells.reset_index(drop=True)
-    chosen = (cells["q_value"].to_numpy(dtype=np.float64) < level) | (np.arange(len(cells)) < keep)
-    return cells.loc[chosen].reset_index(drop=True)
+    if keep != ALL:
+        chosen = (cells["q_value"].to_numpy(dtype=np.float64) < level) | (
+            np.arange(len(cells)) < keep
+        )
+        cells = cells.loc[chosen]
+    # the labels as plain text again (the checks keep them as categories of every label)
+    labels = {
+        c: cells[c].astype(object)
+        for c in cells
+        if isinstance(cells[c].dtype, pd.CategoricalDtype)
+    }
+    return cells.assign(**labels).reset_index(drop=True)
