@@ -122,6 +122,8 @@ def test_fit_svi_keeps_every_latent_site(small_data, tmp_path):
             "1000",
             "--draws",
             "50",
+            "--subsample",
+            "30",
             "--out",
             str(out),
             "-q",
@@ -134,3 +136,11 @@ def test_fit_svi_keeps_every_latent_site(small_data, tmp_path):
         assert name in post, name
     assert post.sizes["draw"] == 50
     assert (out / "anomalies.csv").is_file()
+    # minibatches, said on the terminal and recorded
+    assert "random batches of 30 static cells and 30 pairs" in result.output
+    info = json.loads((out / "diagnostics.json").read_text())
+    assert info["sampler"]["subsample"] == "30"
+    assert info["sampler_info"]["static_batch"] == 30
+    bad = CliRunner().invoke(cli, ["fit", str(small_data), "--sampler", "svi", "--subsample", "x"])
+    assert bad.exit_code != 0 and "subsample must be auto, none" in bad.output
+    assert "Traceback" not in bad.output

@@ -299,9 +299,17 @@ def test_svi_report_says_diagnostics_are_unavailable(tmp_path):
     folder, paths = write_synthetic(tmp_path, result)
     text = html_of(folder)
     assert "SVI: approximate posterior" in text and "did not settle" in text
+    assert "covered 23-93%" in text and "random batch" not in text
     diag = section_text(text, "diagnostics")
     assert "Unavailable" in diag and "loss_trace.png" in {p.name for p in paths}
     assert "rank_plots.png" not in {p.name for p in paths}
+
+
+def test_svi_report_says_when_steps_read_random_batches(tmp_path):
+    result = synthetic_run(make_dataset(seed=4), chains=1, draws=50, sampler="svi")
+    result.diagnostics["sampler_info"] = {"steps": 300, "converged": True, "static_batch": 262144}
+    folder, _ = write_synthetic(tmp_path, result)
+    assert "random batch of 262,144 static cells" in html_of(folder)
 
 
 # --------------------------------------------------------------------------- escaping

@@ -251,6 +251,22 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
     for note in conv.notes:
         click.secho(f"note: {to_flags(note)}", err=True, fg="yellow")
     info = result.diagnostics["sampler_info"]
+    if sampler == "svi":
+        batches = [
+            f"{n:,} {what}"
+            for n, what in (
+                (info.get("static_batch"), "static cells"),
+                (info.get("pair_batch"), "pairs"),
+            )
+            if n
+        ]
+        read = f"; each step read random batches of {' and '.join(batches)}" if batches else ""
+        click.secho(
+            "note: svi intervals are variational and too narrow on the ability scale (rankings "
+            f"are closer to honest: docs/validation.md, section 10){read}",
+            err=True,
+            fg="yellow",
+        )
     if sampler != "nuts" and info.get("converged") is False:
         click.secho(
             f"warning: {sampler} optimisation did not settle within its step limit; "

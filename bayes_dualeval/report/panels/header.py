@@ -42,9 +42,27 @@ def header(doc: Markup, ctx: ReportContext, sections: dict) -> None:
         )
     elif ctx.sampler == "svi":
         lines = [
-            "intervals come from a variational approximation and are often too narrow",
+            "intervals come from a variational approximation and are often too narrow: on "
+            "simulated panels of 56 to 1,000 models the 90% ability intervals covered 23-93% "
+            "of the true abilities (86-98% once the scale the guide shrinks is matched), so "
+            "the ranking is closer to honest than the abilities' values (docs/validation.md, "
+            "section 10)",
             "sampling diagnostics (R-hat, ESS, divergences) are unavailable for SVI",
         ]
+        info = d.get("sampler_info", {})
+        batches = [
+            f"{n:,} {what}"
+            for n, what in (
+                (info.get("static_batch"), "static cells"),
+                (info.get("pair_batch"), "arena pairs"),
+            )
+            if n
+        ]
+        if batches:
+            lines.append(
+                f"each step read a random batch of {' and of '.join(batches)} (weighted to "
+                f"an unbiased estimate of the whole; {setting('subsample', 'none')} reads all)"
+            )
         if d.get("sampler_info", {}).get("converged") is False:
             lines.insert(
                 0,
