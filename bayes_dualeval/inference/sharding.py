@@ -54,8 +54,8 @@ def data_devices(shards: int) -> list:
         raise ConfigError(
             f"{setting('shards', shards)} asks for {shards} devices, but JAX sees "
             f"{len(devices)} ({devices[0].platform}); on a CPU the command line makes as "
-            "many host devices as shards, and a Python session needs "
-            "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts"
+            "many host devices as shards, and a Python session calls "
+            "numpyro.set_host_device_count(N) before JAX starts"
         )
     return devices[:shards]
 
