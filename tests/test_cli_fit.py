@@ -137,7 +137,7 @@ def test_fit_svi_keeps_every_latent_site(small_data, tmp_path):
     assert post.sizes["draw"] == 50
     assert (out / "anomalies.csv").is_file()
     # minibatches, said on the terminal and recorded
-    assert "random batches of 30 static cells and 30 pairs" in result.output
+    assert "random batches of 30 static cells and 30 arena pairs" in result.output
     info = json.loads((out / "diagnostics.json").read_text())
     assert info["sampler"]["subsample"] == "30"
     assert info["sampler_info"]["static_batch"] == 30

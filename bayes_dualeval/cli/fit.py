@@ -252,14 +252,9 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
         click.secho(f"note: {to_flags(note)}", err=True, fg="yellow")
     info = result.diagnostics["sampler_info"]
     if sampler == "svi":
-        batches = [
-            f"{n:,} {what}"
-            for n, what in (
-                (info.get("static_batch"), "static cells"),
-                (info.get("pair_batch"), "pairs"),
-            )
-            if n
-        ]
+        from bayes_dualeval.inference.settings import batches_read
+
+        batches = batches_read(info)
         read = f"; each step read random batches of {' and '.join(batches)}" if batches else ""
         click.secho(
             "note: svi intervals are variational and too narrow on the ability scale (rankings "

@@ -175,6 +175,18 @@ class SamplerSettings:
         return dataclasses.asdict(self)
 
 
+def batches_read(info: dict) -> list[str]:
+    """What each step of a run read in random batches, in words (empty: every term).
+
+    Parameters
+    ----------
+    info : dict
+        The run's ``sampler_info`` (``static_batch``, ``pair_batch``).
+    """
+    kinds = (("static_batch", "static cells"), ("pair_batch", "arena pairs"))
+    return [f"{info[key]:,} {what}" for key, what in kinds if info.get(key)]
+
+
 def _subsample_text(value) -> str:
     """``subsample`` as text (``auto``, ``none`` or a positive whole number), or ConfigError."""
     text = str(value).strip().lower()
@@ -183,4 +195,4 @@ def _subsample_text(value) -> str:
     raise ConfigError(f"subsample must be auto, none or a positive whole number; got {value!r}")
 
 
-__all__ = ["SamplerSettings", "bounds_text", "check_fields"]
+__all__ = ["SamplerSettings", "batches_read", "bounds_text", "check_fields"]

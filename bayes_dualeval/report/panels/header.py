@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bayes_dualeval.core.fields import setting
+from bayes_dualeval.inference.settings import batches_read
 from bayes_dualeval.report.context import ReportContext
 from bayes_dualeval.report.markup import Markup
 
@@ -49,15 +50,7 @@ def header(doc: Markup, ctx: ReportContext, sections: dict) -> None:
             "section 10)",
             "sampling diagnostics (R-hat, ESS, divergences) are unavailable for SVI",
         ]
-        info = d.get("sampler_info", {})
-        batches = [
-            f"{n:,} {what}"
-            for n, what in (
-                (info.get("static_batch"), "static cells"),
-                (info.get("pair_batch"), "arena pairs"),
-            )
-            if n
-        ]
+        batches = batches_read(d.get("sampler_info", {}))
         if batches:
             lines.append(
                 f"each step read a random batch of {' and of '.join(batches)} (weighted to "
