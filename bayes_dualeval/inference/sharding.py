@@ -21,7 +21,6 @@ NUTS does not split data: its chains already run one per device
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import numpy as np
@@ -79,8 +78,8 @@ def shard(inputs: ModelInputs, devices) -> ModelInputs:
     n = len(devices)
     if n <= 1:
         return inputs
-    size = lambda k: int(math.ceil(k / n) * n)  # noqa: E731
-    inputs = padded_to(inputs, size(inputs.static_y.shape[0]), size(inputs.pair_w.shape[0]))
+    s, p = inputs.static_y.shape[0], inputs.pair_w.shape[0]
+    inputs = padded_to(inputs, -(-s // n) * n, -(-p // n) * n)  # the next multiples of n
     mesh = Mesh(np.asarray(devices), (AXIS,))
     split, whole = NamedSharding(mesh, PartitionSpec(AXIS)), NamedSharding(mesh, PartitionSpec())
     placed = {

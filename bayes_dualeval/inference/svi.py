@@ -91,7 +91,6 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
                     converged = True
                     break
             previous = current
-        params = None
         if batched:
             # random batches keep the iterate jittering around the optimum by about the
             # step size: the guide is the average of one more window's iterates
@@ -99,6 +98,8 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
             chunk = np.asarray(chunk)
             losses.append(chunk)
             progress(window, float(chunk.mean()))
+        else:
+            params = svi.get_params(state)
         progress(None, None)
         sites = posterior_sites(inputs, config)
 
@@ -112,7 +113,6 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
             )
             return pred(key, inputs, config)
 
-        params = svi.get_params(state) if params is None else params
         draws = jax.jit(predict)(key_draw, params)  # one program, as above
         jax.block_until_ready(draws)
     samples = {k: v[None] for k, v in to_numpy(draws).items()}

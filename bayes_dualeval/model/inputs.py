@@ -141,11 +141,10 @@ class ModelInputs:
         Parameters
         ----------
         static, pairs : int
-            Static cells and arena pairs per batch (0 or more than there are: all).
+            Static cells and arena pairs per batch (0 or more than there are: all, as
+            :func:`~bayes_dualeval.model.subsample.batch` reads them).
         """
-        static = 0 if static >= self.static_y.shape[0] else int(static)
-        pairs = 0 if pairs >= self.pair_i.shape[0] else int(pairs)
-        return dataclasses.replace(self, static_batch=static, pair_batch=pairs)
+        return dataclasses.replace(self, static_batch=int(static), pair_batch=int(pairs))
 
     def static_cells(self, rows) -> ModelInputs:
         """The inputs with only the static cells ``rows`` (None: all of them)."""

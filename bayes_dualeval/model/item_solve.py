@@ -125,6 +125,7 @@ def fisher_scoring(
     info = None
     moving = np.ones(n_items, dtype=bool)
     rows, sub_item, sub_y = None, item, y  # the labels read (None: all of them)
+    read = n_items  # items whose labels are read
 
     def total(w):
         return np.bincount(sub_item, weights=w, minlength=n_items)
@@ -148,8 +149,9 @@ def fisher_scoring(
         moving &= np.max(np.abs(step), axis=0) > tol
         if not moving.any():
             break
-        if rows is None or moving.sum() < 0.5 * np.unique(sub_item).size:
+        if moving.sum() < 0.5 * read:
             # read only the labels of the items still moving (rebuilt when they halve)
+            read = int(moving.sum())
             rows = np.flatnonzero(moving[item])
             sub_item, sub_y = item[rows], y[rows]
     return x, info
