@@ -454,7 +454,7 @@ def test_path_errors(tmp_data, tmp_path):
         load(bad)
     (tmp_path / "empty").mkdir()
     tmp_data.text("empty/readme.md", "no data here")
-    with pytest.raises(InputError, match="no .jsonl or .csv input files found"):
+    with pytest.raises(InputError, match="no .jsonl, .csv or .parquet input files found"):
         load(tmp_path / "empty")
 
 

@@ -1,4 +1,4 @@
-"""Reading the DualEval input formats (JSONL and CSV) into validated tables.
+"""Reading the DualEval input formats (JSONL, CSV and Parquet) into validated tables.
 
 Two row kinds exist:
 
@@ -11,7 +11,8 @@ Each file holds one kind, recognised from its fields. Item ids are made unique p
 the source tag is the file's parent folder name, a static item becomes
 ``<source>::<dataset>_<sample_index>`` and an arena prompt ``<source>::<item_id>``.
 
-This module uses only the standard library, NumPy and pandas.
+This module uses only the standard library, NumPy and pandas; Parquet files are read by
+:mod:`bayes_dualeval.data.parquet` (with pyarrow, optional) under the same rules.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _STATIC_ONLY = {"dataset", "sample_index", "correct"}
 _ARENA_ONLY = {"item_id", "reward"}
 #: Extra fields kept per item as metadata (the first one present gives the item's domain).
 DOMAIN_FIELDS = ("domain", "category")
-SUFFIXES = (".jsonl", ".csv")
+SUFFIXES = (".jsonl", ".csv", ".parquet")
 #: Files ending so hold item features (:mod:`bayes_dualeval.data.features`), not responses:
 #: a folder of responses may keep them beside the data, and reading it skips them.
 FEATURE_SUFFIX = ".features.csv"
@@ -78,7 +79,8 @@ def find_files(paths) -> list[tuple[Path, Path]]:
     Parameters
     ----------
     paths : iterable of str or Path
-        Files, or directories searched recursively for ``*.jsonl`` and ``*.csv``.
+        Files, or directories searched recursively for ``*.jsonl``, ``*.csv`` and
+        ``*.parquet``.
 
     Returns
     -------
@@ -109,7 +111,7 @@ def find_files(paths) -> list[tuple[Path, Path]]:
         elif p.suffix.lower() in SUFFIXES:
             found.append((p, p.parent))
         else:
-            raise InputError(f"{p}: unsupported file type (expected .jsonl or .csv)")
+            raise InputError(f"{p}: unsupported file type (expected .jsonl, .csv or .parquet)")
     return found
 
 
@@ -125,7 +127,8 @@ def _row_kind(row: dict) -> str | None:
     return None
 
 
-def _label(value, name: str) -> str:
+def text_field(value, name: str) -> str:
+    """A label field (text, or an integer written as text); ``ValueError`` names ``name``."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"{name} must be a string, got {value!r}")
     text = str(value).strip()
@@ -134,7 +137,8 @@ def _label(value, name: str) -> str:
     return text
 
 
-def _correct(value) -> int:
+def correct_field(value) -> int:
+    """``correct`` as 0 or 1: a boolean, 0 or 1, or true/false text; else ``ValueError``."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -149,7 +153,8 @@ def _correct(value) -> int:
     raise ValueError(f"correct must be true/false or 0/1, got {value!r}")
 
 
-def _index(value) -> int:
+def index_field(value) -> int:
+    """``sample_index`` as an integer (``7``, ``7.0``, ``"7"``); else ``ValueError``."""
     if isinstance(value, bool):
         raise ValueError(f"sample_index must be an integer, got {value!r}")
     if isinstance(value, int):
@@ -161,7 +166,8 @@ def _index(value) -> int:
     raise ValueError(f"sample_index must be an integer, got {value!r}")
 
 
-def _reward(value) -> float:
+def reward_field(value) -> float:
+    """``reward`` as a finite float (a number or numeric text); else ``ValueError``."""
     if isinstance(value, bool):
         raise ValueError(f"reward must be a number, got {value!r}")
     if isinstance(value, (int, float)):
@@ -266,14 +272,14 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
             report.missing[absent[0]] += 1
             continue
         try:
-            model = _label(row["model_label"], "model_label")
+            model = text_field(row["model_label"], "model_label")
             if kind == "static":
-                dataset = _label(row["dataset"], "dataset")
-                item = item_ids.static_id(source, dataset, _index(row["sample_index"]))
-                value = _correct(row["correct"])
+                dataset = text_field(row["dataset"], "dataset")
+                item = item_ids.static_id(source, dataset, index_field(row["sample_index"]))
+                value = correct_field(row["correct"])
             else:
-                item = item_ids.arena_id(source, _label(row["item_id"], "item_id"))
-                value = _reward(row["reward"])
+                item = item_ids.arena_id(source, text_field(row["item_id"], "item_id"))
+                value = reward_field(row["reward"])
         except ValueError as exc:
             if skip_invalid:
                 report.invalid[str(exc).split(" ", 1)[0]] += 1
@@ -294,12 +300,13 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
 
     A CSV whose header is a wide matrix's (:func:`bayes_dualeval.data.wide.is_wide`: a
     ``model_label`` column, then one column per question) is read by
-    :func:`~bayes_dualeval.data.wide.read_wide`.
+    :func:`~bayes_dualeval.data.wide.read_wide`; a Parquet file by
+    :func:`~bayes_dualeval.data.parquet.read_parquet`.
 
     Parameters
     ----------
     path : Path
-        The JSONL or CSV file.
+        The JSONL, CSV or Parquet file.
     root : Path
         The directory the file was found under; its first folder level below ``root``
         gives the default domain.
@@ -326,6 +333,18 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
     source = Path(os.path.abspath(path)).parent.name or "data"
     rel = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
     folder_domain = rel[0] if len(rel) > 1 else ""
+    if path.suffix.lower() == ".parquet":
+        from bayes_dualeval.data.parquet import read_parquet
+
+        kind, table = read_parquet(
+            path,
+            source=source,
+            folder_domain=folder_domain,
+            skip_invalid=skip_invalid,
+            report=report,
+        )
+        report.files.append(str(path))
+        return kind, table
     if path.suffix.lower() == ".csv" and wide.is_wide(wide.header(path)):
         table = wide.read_wide(
             path, source=source, domain=folder_domain, skip_invalid=skip_invalid, report=report
@@ -377,7 +396,7 @@ def read_paths(paths, *, skip_invalid: bool = False):
     files = find_files(paths)
     if not files:
         shown = ", ".join(str(p) for p in paths)
-        raise InputError(f"no .jsonl or .csv input files found in {shown}")
+        raise InputError(f"no .jsonl, .csv or .parquet input files found in {shown}")
     report = ReadReport()
     tables = {"static": [], "arena": []}
     for path, root in files:

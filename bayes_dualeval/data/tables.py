@@ -27,6 +27,15 @@ def check_reward_norm(reward_norm: str) -> None:
         raise InputError(f"reward_norm must be one of {REWARD_NORMS}, got {reward_norm!r}")
 
 
+def _distinct(column: pd.Series) -> np.ndarray:
+    """The distinct values of a column; of a categorical one, from its codes (no text per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        names = column.cat.categories
+        used = np.bincount(column.cat.codes.to_numpy() + 1, minlength=len(names) + 1)
+        return np.asarray(names)[used[1:] > 0]
+    return pd.unique(column.to_numpy())
+
+
 def dataset_fields(
     static: pd.DataFrame | None,
     arena: pd.DataFrame | None,
@@ -74,7 +83,7 @@ def dataset_fields(
     if lonely.any():
         skipped["arena prompt answered by one model"] += int(arena.loc[lonely, "item"].nunique())
         arena = arena.loc[~lonely]
-    clash = set(static["item"]) & set(arena["item"])
+    clash = set(_distinct(static["item"])) & set(_distinct(arena["item"]))
     if clash:
         raise InputError(
             f"item id {sorted(clash)[0]!r} is both a static question and an arena prompt"
@@ -84,7 +93,9 @@ def dataset_fields(
     why = f" (skipped: {why})" if why else ""
     if len(static) == 0 and len(arena) == 0:
         raise InputError(f"no usable rows: nothing to fit{why}")
-    models = np.array(sorted(set(static["model"]) | set(arena["model"])), dtype=object)
+    models = np.array(
+        sorted(set(_distinct(static["model"])) | set(_distinct(arena["model"]))), dtype=object
+    )
     lost = sorted(report.models_seen - set(models))
     if lost:
         raise InputError(

@@ -76,20 +76,72 @@ def read_wide(path: Path, *, source: str, domain: str, skip_invalid: bool, repor
         model label, a cell other than 0, 1 or empty (unless ``skip_invalid``).
     """
     columns = header(path) or []
+    models, lines, codes = _codes(path, len(columns))
+    return cells_table(
+        path,
+        columns,
+        models,
+        lines,
+        codes,
+        source=source,
+        domain=domain,
+        skip_invalid=skip_invalid,
+        report=report,
+        cell=lambda row, col: _cell(path, row, col + 1),
+    )
+
+
+def cells_table(
+    path: Path,
+    columns: list[str],
+    models: np.ndarray,
+    lines: np.ndarray,
+    codes: np.ndarray,
+    *,
+    source: str,
+    domain: str,
+    skip_invalid: bool,
+    report,
+    cell,
+    where: str = "",
+) -> pd.DataFrame:
+    """The canonical static table of a wide matrix read into codes (CSV or Parquet).
+
+    Parameters
+    ----------
+    path : Path
+    columns : list of str
+        The header: the model column, then the questions.
+    models, lines : numpy.ndarray
+        Each row's model label and its line (CSV) or row number (Parquet).
+    codes : numpy.ndarray
+        (models, questions) int8: 0, 1, :data:`MISSING` or :data:`INVALID`.
+    source, domain : str
+    skip_invalid : bool
+    report : ReadReport
+    cell : callable
+        ``cell(row, question)`` the raw value of an invalid cell, for the message.
+    where : str
+        Written before the line number in messages (``"row "`` for Parquet).
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`read_wide`.
+    """
     repeated = pd.Index(columns)[pd.Index(columns).duplicated()]
     if len(repeated):
         raise InputError(f"{path}: question column {repeated[0]!r} appears twice")
-    models, lines, codes = _codes(path, len(columns))
     empty = np.flatnonzero(models == "")
     if len(empty):
-        raise InputError(f"{path}:{lines[empty[0]]}: the model label is empty")
+        raise InputError(f"{path}:{where}{lines[empty[0]]}: the model label is empty")
     invalid = codes == INVALID
     if invalid.any():
         row, col = np.argwhere(invalid)[0]
         if not skip_invalid:
             raise InputError(
-                f"{path}:{lines[row]}: column {columns[col + 1]!r}: correct must be 0 or 1 "
-                f"(or empty), got {_cell(path, row, col + 1)!r}"
+                f"{path}:{where}{lines[row]}: column {columns[col + 1]!r}: correct must be 0 "
+                f"or 1 (or empty), got {cell(row, col)!r}"
             )
         report.invalid["correct"] += int(invalid.sum())
     del invalid
