@@ -112,7 +112,8 @@ def check_column(column, rule) -> Checked:
     raw = encoded.dictionary.to_pylist()
     index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
     values, messages = [None] * len(raw), [None] * len(raw)
-    code = np.empty(len(raw) + 1, np.int32)  # the last entry: null (index -1)
+    # the last entry: null (index -1); codes as narrow as the distinct values allow
+    code = np.empty(len(raw) + 1, np.min_scalar_type(-max(len(raw), 2)))
     code[-1] = ABSENT
     for k, value in enumerate(raw):
         if value == "":
@@ -124,7 +125,10 @@ def check_column(column, rule) -> Checked:
         except ValueError as exc:
             messages[k] = str(exc)
             code[k] = INVALID
-    return Checked(code[index], values, lambda row: messages[index[row]])
+    codes = code[index]
+    if not (codes == INVALID).any():
+        return Checked(codes, values, None)
+    return Checked(codes, values, lambda row: messages[index[row]])
 
 
 def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: bool, report):
@@ -175,6 +179,7 @@ def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: b
     )
     n_rows = table.num_rows
     by_name = {n.strip(): table.column(n) for n in columns}
+    del table  # the columns are released as they are checked (``_long`` pops them)
     return _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report)
 
 
@@ -189,9 +194,9 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
         "sample_index": readers.index_field,
         "correct": readers.correct_field,
     }
-    checked = {n: check_column(col, rules[n]) for n, col in by_name.items() if n in rules}
+    checked = {n: check_column(by_name.pop(n), rules[n]) for n in list(by_name) if n in rules}
     if "reward" in by_name:
-        checked["reward"] = _rewards(by_name["reward"])
+        checked["reward"] = _rewards(by_name.pop("reward"))
     present = {name: ~c.absent for name, c in checked.items()}
     none = np.zeros(n_rows, bool)
 
