@@ -832,3 +832,34 @@ def test_item_patterns_draws_one_panel_per_item():
     )  # fmt: skip
     assert len(fig.axes) == 2
     assert plots.to_png(fig)[:4] == b"\x89PNG"
+
+
+def test_ranking_figures_show_the_best_models_of_a_long_board(tmp_path, monkeypatch):
+    from bayes_dualeval.report.panels import rankings
+
+    only_panels(monkeypatch, "leaderboard", "abilities", "ranks")
+    monkeypatch.setattr(rankings, "FIGURE_MODELS", 12)
+    n = 30
+    result = synthetic_run(make_dataset(n_models=n, n_static=20, n_arena=6, seed=9), draws=40)
+    folder, paths = write_synthetic(tmp_path, result)
+    text = html_of(folder)
+    assert section_text(text, "leaderboard").count("<tr") == n + 1  # the table keeps all
+    # both figures say so, in the caption and in the image's alternative text
+    assert text.count(f"shows the 12 best of {n} models by posterior mean") == 4
+    assert "The last column pools the ranks below 12." in text
+    forest = next(p for p in paths if p.stem == "forest")
+    assert png_size(forest)[1] < 0.75 * plots.row_height(n) * 110  # 12 rows, not 30
+
+
+def test_rank_probabilities_pool_the_ranks_past_the_models_shown():
+    from bayes_dualeval.report.panels.rankings import rank_probabilities_of
+
+    rng = np.random.default_rng(3)
+    r = np.argsort(np.argsort(-rng.normal(size=(500, 9)), axis=1), axis=1) + 1
+    whole = rank_probabilities_of(r, np.arange(9))
+    direct = np.stack([(r == k).mean(axis=0) for k in range(1, 10)], axis=1)
+    np.testing.assert_allclose(whole[:, :9], direct)
+    assert (whole[:, 9] == 0).all()
+    top = rank_probabilities_of(r, np.array([4, 0, 7]))
+    np.testing.assert_allclose(top[:, :3], direct[[4, 0, 7], :3])
+    np.testing.assert_allclose(top[:, 3], 1 - direct[[4, 0, 7], :3].sum(axis=1))

@@ -75,9 +75,26 @@ def _rank_range(lo: float, hi: float) -> str:
     return f"{int(lo)}" if int(lo) == int(hi) else f"{int(lo)}\u2013{int(hi)}"
 
 
+#: Models the ranking figures show when there are more: the best by posterior mean (the
+#: leaderboard table above them and leaderboard.csv hold every model).
+FIGURE_MODELS = 80
+
+
+def _shown(ctx: ReportContext) -> tuple[pd.DataFrame, str]:
+    """The leaderboard rows a ranking figure shows, and what its caption adds about the rest."""
+    board = ctx.board
+    if len(board) <= FIGURE_MODELS:
+        return board, ""
+    return board.head(FIGURE_MODELS), (
+        f" The figure shows the {FIGURE_MODELS} best of {len(board):,} models by posterior "
+        "mean; the leaderboard above and leaderboard.csv hold every one."
+    )
+
+
 def abilities(doc: Markup, ctx: ReportContext) -> None:
-    """Forest plot of the abilities."""
-    fig = plots.forest(ctx.board, ci=None if ctx.point else ctx.ci)
+    """Forest plot of the abilities (of the best :data:`FIGURE_MODELS` models)."""
+    board, rest = _shown(ctx)
+    fig = plots.forest(board, ci=None if ctx.point else ctx.ci)
     if ctx.point:
         caption = "Ability point estimates (MAP), best at the top."
     else:
@@ -85,23 +102,48 @@ def abilities(doc: Markup, ctx: ReportContext) -> None:
             f"Posterior mean ability (dot) and {ctx.ci:.0%} interval (line) of every model, "
             "best at the top; shaded bands group models of the same tier."
         )
-    doc.figure("forest", fig, caption)
+    doc.figure("forest", fig, caption + rest)
 
 
 def rank_probabilities(doc: Markup, ctx: ReportContext) -> None:
-    """Heat map of P(model has rank k)."""
+    """Heat map of P(model has rank k), ranks past the models shown pooled in one column."""
     if ctx.point:
         doc.note("Skipped: a MAP fit has a single draw, so every rank probability is 0 or 1.")
         return
     r = ranks(draws_of(ctx.idata, "theta_centred"))
-    m = r.shape[1]
-    probs = np.stack([(r == k).mean(axis=0) for k in range(1, m + 1)], axis=1)
-    order = pd.Index(ctx.models).get_indexer(ctx.board["model"])
-    frame = pd.DataFrame(probs[order], index=ctx.board["model"], columns=np.arange(1, m + 1))
+    board, rest = _shown(ctx)
+    probs = rank_probabilities_of(r, pd.Index(ctx.models).get_indexer(board["model"]))
+    m, k = r.shape[1], len(board)
+    columns = [*range(1, k + 1)] + ([f">{k}"] if k < m else [])
+    frame = pd.DataFrame(probs[:, : len(columns)], index=board["model"], columns=columns)
+    pooled = f" The last column pools the ranks below {k}." if k < m else ""
     doc.figure(
         "rank_heatmap",
         plots.rank_heatmap(frame),
         "Posterior probability that each model (row, best first) holds each rank (column). "
         "A sharp diagonal means a settled order; a smeared block marks models whose order "
-        "the data cannot fix.",
+        "the data cannot fix." + rest + pooled,
     )
+
+
+def rank_probabilities_of(r: np.ndarray, models: np.ndarray) -> np.ndarray:
+    """``P(rank = j)`` of ``models`` (columns of ``r``) for ranks 1..len(models), then the rest.
+
+    Parameters
+    ----------
+    r : numpy.ndarray
+        Ranks (1 = best), draws x models.
+    models : numpy.ndarray
+        The columns of ``r`` to tabulate.
+
+    Returns
+    -------
+    numpy.ndarray
+        len(models) x (len(models) + 1): each row sums to one, the last column holding
+        every rank past len(models). One count over all draws, no pass per rank.
+    """
+    k = len(models)
+    rank = np.minimum(r[:, models], k + 1) - 1  # 0..k, the last the pooled ranks
+    flat = (np.arange(k) * (k + 1))[None, :] + rank
+    counts = np.bincount(flat.ravel(), minlength=k * (k + 1)).reshape(k, k + 1)
+    return counts / r.shape[0]
