@@ -848,7 +848,9 @@ def test_ranking_figures_show_the_best_models_of_a_long_board(tmp_path, monkeypa
     assert text.count(f"shows the 12 best of {n} models by posterior mean") == 4
     assert "The last column pools the ranks below 12." in text
     forest = next(p for p in paths if p.stem == "forest")
-    assert png_size(forest)[1] < 0.75 * plots.row_height(n) * 110  # 12 rows, not 30
+    from bayes_dualeval.report.plots.base import row_height
+
+    assert png_size(forest)[1] < 0.75 * row_height(n) * 110  # 12 rows, not 30
 
 
 def test_rank_probabilities_pool_the_ranks_past_the_models_shown():
