@@ -170,6 +170,41 @@ def test_write_netcdf_round_trip(tmp_path, monkeypatch):
         assert f["observed_data/static_y"].compression == "gzip"  # integers: compressed
 
 
+def test_cells_of_a_large_run_are_labelled_by_position(tmp_path, monkeypatch):
+    """Above CELL_TEXT_MAX cells the cell coordinates hold positions: the same data read back."""
+    from bayes_dualeval.posterior.loo import data_fingerprint
+    from bayes_dualeval.runs.load import stored_dataset
+
+    ds = _dataset(n_models=5, n_static=12, n_arena=4, seed=2)
+    text, *_ = _posterior(ds)
+    monkeypatch.setattr(posterior, "CELL_TEXT_MAX", 0)
+    coded, *_ = _posterior(ds)
+    read = {}
+    for name, idata in (("text", text), ("positions", coded)):
+        run.write_netcdf(idata, tmp_path / f"{name}.nc")
+        read[name] = az.from_netcdf(tmp_path / f"{name}.nc")
+        assert read[name].observed_data.attrs[posterior.CELL_LABELS_ATTR] == name
+    coords = ("static_model", "static_item", "arena_model", "arena_item")
+    assert all(read["positions"].observed_data[c].dtype == np.int32 for c in coords)
+    truth = {
+        "static_model": ds.static_model,
+        "static_item": ds.static_item,
+        "arena_model": ds.arena_model,
+        "arena_item": ds.arena_item,
+    }
+    for coord in coords:
+        for idata in read.values():
+            np.testing.assert_array_equal(posterior.cell_positions(idata, coord), truth[coord])
+        labels = [posterior.cell_labels(idata, coord) for idata in read.values()]
+        np.testing.assert_array_equal(labels[0], labels[1])
+    # compare's data fingerprint does not see how the labels were stored
+    assert data_fingerprint(read["text"]) == data_fingerprint(read["positions"])
+    assert data_fingerprint(text) == data_fingerprint(read["positions"])
+    stored = stored_dataset(read["positions"], {"data": {"reward_norm": ds.reward_norm}})
+    for coord, values in truth.items():
+        np.testing.assert_array_equal(getattr(stored, coord), values)
+
+
 def test_interval_matches_numpy_quantile(monkeypatch):
     monkeypatch.setattr(summaries, "INTERVAL_BLOCK", 7)
     rng = np.random.default_rng(5)

@@ -3,7 +3,8 @@
 Groups: ``posterior`` (``theta`` with dim ``model``; ``a``, ``b`` with dim ``item``; ``gamma``;
 group-level hyperparameters with dim ``group``; ``theta_centred``, abilities centred to
 mean zero across models), ``sample_stats``, ``observed_data`` (``static_y`` per static
-cell, ``arena_z`` per arena cell, with model and item labels as coordinates),
+cell, ``arena_z`` per arena cell, with model and item labels as coordinates: their text, or
+above :data:`CELL_TEXT_MAX` cells their positions, see :func:`cell_labels`),
 ``log_likelihood`` (the data's pointwise log likelihood: ``static`` per static label,
 ``arena`` per arena prompt, both-bad pseudo-observations and likelihood powers left out;
 its ``unit`` attribute says what one value is; left out, with the reason in
@@ -20,6 +21,7 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from bayes_dualeval.core.thinning import evenly_spaced
@@ -74,6 +76,12 @@ ITEM_LABELS = ("item_kind", "item_source", "item_domain", "item_group")
 #: Dimensions of one entry per observed cell: labelled by model and item, not by an index
 #: (ArviZ's default 0..n-1 coordinate would add two integers per cell to the file).
 CELL_DIMS = ("static_cell", "arena_cell")
+#: Observed cells (static and arena together) above which each cell's model and item are
+#: stored as their positions in the ``model`` and ``item`` coordinates (int32, 8 bytes a
+#: cell) instead of their text (about 120 bytes a cell at 10 M cells, most of posterior.nc).
+CELL_TEXT_MAX = 1_000_000
+#: ``observed_data`` attribute: ``"text"`` or ``"positions"`` (what the cell coordinates hold).
+CELL_LABELS_ATTR = "cell_labels"
 #: Largest pointwise log-likelihood array stored: draws x (static cells + arena prompts),
 #: float32 (240 MB). Beyond it the ``log_likelihood`` group holds fewer draws, never a
 #: coarser unit.
@@ -302,7 +310,7 @@ def to_inference_data(
     samples = _derived(aligned)
     dims = {name: _site_dims(name, value.ndim) for name, value in samples.items()}
     dims = {name: labels for name, labels in dims.items() if labels}
-    observed, observed_dims, cell_labels = _observed(dataset, inputs)
+    observed, observed_dims, labels_of_cells = _observed(dataset, inputs)
     feature_vars, feature_dims, feature_coords = feature_data(inputs, features)
     idata = az.from_dict(
         posterior=samples,
@@ -332,7 +340,9 @@ def to_inference_data(
         idata.posterior = idata.posterior.assign_coords(labels)
     if observed:
         observed_data = idata.observed_data.drop_vars(CELL_DIMS, errors="ignore")
-        idata.observed_data = observed_data.assign_coords(cell_labels)
+        idata.observed_data = observed_data.assign_coords(labels_of_cells)
+        kind = next(iter(labels_of_cells.values()))[1].dtype.kind
+        idata.observed_data.attrs[CELL_LABELS_ATTR] = "positions" if kind in "iu" else "text"
     n_chain, n_draw = samples["theta"].shape[:2]
     keep = loglik_draws(n_chain, n_draw, inputs)
     if keep is not None and len(keep) == 0:
@@ -381,20 +391,73 @@ def feature_data(inputs: ModelInputs, features=None) -> tuple[dict, dict, dict]:
 
 
 def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:
-    """Observed cells, their dims, and the model and item label of each cell."""
+    """Observed cells, their dims, and the model and item label of each cell.
+
+    The labels are text up to :data:`CELL_TEXT_MAX` cells, positions above it.
+    """
     observed, dims, labels = {}, {}, {}
+    n_cells = len(dataset.static_y) * inputs.has_static + len(dataset.arena_z) * inputs.has_arena
+    text = n_cells <= CELL_TEXT_MAX
+
+    def label(names, positions):
+        return names[positions] if text else positions.astype(np.int32)
+
     if inputs.has_static:
         observed["static_y"] = dataset.static_y.astype(np.int8)
         dims["static_y"] = ["static_cell"]
-        labels["static_model"] = ("static_cell", dataset.models[dataset.static_model])
-        labels["static_item"] = ("static_cell", dataset.items[dataset.static_item])
+        labels["static_model"] = ("static_cell", label(dataset.models, dataset.static_model))
+        labels["static_item"] = ("static_cell", label(dataset.items, dataset.static_item))
     if inputs.has_arena:
         observed["arena_z"] = dataset.arena_z
         observed["arena_reward"] = dataset.arena_reward
         dims["arena_z"] = dims["arena_reward"] = ["arena_cell"]
-        labels["arena_model"] = ("arena_cell", dataset.models[dataset.arena_model])
-        labels["arena_item"] = ("arena_cell", dataset.items[dataset.arena_item])
+        labels["arena_model"] = ("arena_cell", label(dataset.models, dataset.arena_model))
+        labels["arena_item"] = ("arena_cell", label(dataset.items, dataset.arena_item))
     return observed, dims, labels
+
+
+def cell_positions(idata, coord: str) -> np.ndarray:
+    """Each observed cell's model (or item) as its position, from text or stored positions.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+    coord : {"static_model", "static_item", "arena_model", "arena_item"}
+
+    Returns
+    -------
+    numpy.ndarray
+        int32 positions in the posterior's ``model`` coordinate (``*_model``) or in
+        ``constant_data``'s ``item`` (``*_item``); -1 for a label found in neither.
+        Empty when the run has no such cells.
+    """
+    obs = idata.observed_data
+    if coord not in obs.coords:
+        return np.zeros(0, np.int32)
+    values = np.asarray(obs[coord].values)
+    if values.dtype.kind in "iu":
+        return values.astype(np.int32)
+    names = _names_of(idata, coord)
+    return pd.Index(names).get_indexer(values.astype(str)).astype(np.int32)
+
+
+def cell_labels(idata, coord: str) -> np.ndarray:
+    """Each observed cell's model (or item) label, as stored text or from stored positions.
+
+    Positions are turned into a text array of the labels, the form text labels take in
+    memory and when read back from ``posterior.nc``, so that either storage gives the same
+    values.
+    """
+    values = np.asarray(idata.observed_data[coord].values)
+    if values.dtype.kind in "iu":
+        return _names_of(idata, coord)[values]
+    return values
+
+
+def _names_of(idata, coord: str) -> np.ndarray:
+    if coord.endswith("_model"):
+        return np.asarray(idata.posterior["model"].values).astype(str)
+    return np.asarray(idata.constant_data["item"].values).astype(str)
 
 
 def _log_likelihood(samples, dataset, inputs, config, keep) -> xr.Dataset | None:

@@ -33,7 +33,7 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
-from bayes_dualeval.posterior.idata import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR
+from bayes_dualeval.posterior.idata import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR, cell_labels
 
 #: Columns of :func:`compare` (and of ``bayes-dualeval compare --out``).
 COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "preferred",
@@ -82,7 +82,9 @@ def data_fingerprint(idata) -> dict:
         out["items"] = _digest([const["item"].values, const["item_kind"].values])
     obs = idata.observed_data
     for name in _OBSERVED:
-        if name in obs.variables:
+        if name in obs.coords:  # a cell's model or item: its text, however it was stored
+            out[name] = _digest(cell_labels(idata, name))
+        elif name in obs.variables:
             out[name] = _digest(obs[name].values)
     return out
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
-import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
@@ -25,6 +24,7 @@ from bayes_dualeval.data.tables import frozen
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.idata import cell_positions
 from bayes_dualeval.runs.fit import DIAGNOSTICS_FILE, POSTERIOR_FILE, FitResult
 
 
@@ -101,9 +101,8 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
     group_names = np.asarray(const["item_group"].values, dtype=str)
     groups, item_group = np.unique(group_names, return_inverse=True)
 
-    def index(coord: str, labels: np.ndarray) -> np.ndarray:
-        values = obs[coord].values if coord in obs.coords else []
-        return frozen(pd.Index(labels).get_indexer(np.asarray(values, dtype=str)), np.int32)
+    def index(coord: str) -> np.ndarray:  # text labels, or positions at scale
+        return frozen(cell_positions(idata, coord), np.int32)
 
     def values(name: str, dtype) -> np.ndarray:
         return frozen(obs[name].values if name in obs.data_vars else [], dtype)
@@ -116,11 +115,11 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
         item_domain=frozen(const["item_domain"].values, str),
         item_group=frozen(item_group, np.int32),
         groups=frozen(groups),
-        static_model=index("static_model", models),
-        static_item=index("static_item", items),
+        static_model=index("static_model"),
+        static_item=index("static_item"),
         static_y=values("static_y", np.int8),
-        arena_model=index("arena_model", models),
-        arena_item=index("arena_item", items),
+        arena_model=index("arena_model"),
+        arena_item=index("arena_item"),
         arena_reward=values("arena_reward", np.float64),
         arena_z=values("arena_z", np.float64),
         reward_norm=data["reward_norm"],
