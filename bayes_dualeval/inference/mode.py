@@ -77,6 +77,7 @@ from bayes_dualeval.inference.item_integral import (
     item_dimension,
 )
 from bayes_dualeval.inference.settings import SamplerSettings
+from bayes_dualeval.inference.sharding import replicated_like
 from bayes_dualeval.inference.sites import model_sites
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
@@ -170,7 +171,8 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
 
     rng = np.random.default_rng(settings.seed)
     u0 = rng.uniform(-0.5, 0.5, sum(sizes))  # in the unconstrained space, as NUTS starts
-    x_start = _unsolved_items(inputs, items)
+    place = replicated_like(inputs)  # one layout of the carried solutions: one program
+    x_start = place(_unsolved_items(inputs, items))
     state = {"x": x_start, "evaluations": 0}
     n_obs = int(inputs.static_y.size + inputs.arena_z.size)
     grad_tol = GTOL * np.sqrt(max(n_obs, 1))
@@ -182,7 +184,7 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
         f = float(f)
         if not np.isfinite(f):
             return np.inf, np.zeros_like(flat)
-        state["x"] = x
+        state["x"] = place(x)
         if not history:  # the objective at the starting point
             history.append(f)
         return f, flatten(g)

@@ -88,3 +88,17 @@ def shard(inputs: ModelInputs, devices) -> ModelInputs:
         if isinstance(getattr(inputs, f.name), jax.Array)
     }
     return dataclasses.replace(inputs, **placed)
+
+
+def replicated_like(inputs: ModelInputs):
+    """A function placing an array whole on every device ``inputs`` are sharded over.
+
+    A state carried from one compiled call to the next (MAP's inner solutions) comes back
+    with whatever layout the compiler chose; placed back as it went in, the next call is
+    the same program instead of a new compilation. Identity for unsharded inputs.
+    """
+    sharding = inputs.static_y.sharding
+    if not isinstance(sharding, NamedSharding) or len(sharding.device_set) <= 1:
+        return lambda x: x
+    whole = NamedSharding(sharding.mesh, PartitionSpec())
+    return lambda x: jax.device_put(x, whole)
