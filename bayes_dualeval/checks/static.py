@@ -18,6 +18,8 @@ accuracies per model and per item.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +29,10 @@ from bayes_dualeval.checks.cells import EPS, Cells, segments
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.model import links
+
+#: Threads of the static pass (its chunks are independent): one per core, at most 4 (each
+#: holds a chunk's arrays and a partial sum per cell and per item at once).
+THREADS = min(os.cpu_count() or 1, 4)
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,24 +102,39 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
     correct_item = np.add.reduceat(y.astype(np.float32), starts) if n_cells else np.zeros(0)
     correct_model = np.bincount(model, weights=y, minlength=n_models)
     per_model = ModelSums(model, n_models)
-    done = 0
-    for d in chunks(rep, n_cells):
+    pieces = list(chunks(rep, n_cells))
+    starts_of = np.r_[0, np.cumsum([len(d) for d in pieces])[:-1]].astype(int)
+    # one random stream per chunk: the same replicates however the chunks are scheduled
+    streams = rng.spawn(len(pieces)) if rng is not None else [None] * len(pieces)
+
+    def chunk(k):
+        d, done, stream = pieces[k], starts_of[k], streams[k]
         z = fit.label_logodds(d, model, item, sign, runs)
         s = links.sigmoid(z)  # P(y_rep = y), precise in the lower tail
         first = min(len(d), max(n_first - done, 0))
-        if first:
-            total += s[:first].sum(axis=0)
-        if rng is not None:
-            differ = rng.random(z.shape, dtype=np.float32) >= s
+        part = {"total": s[:first].sum(axis=0) if first else None}
+        if stream is not None:
+            differ = stream.random(z.shape, dtype=np.float32) >= s
             flip = np.multiply(differ, sign, dtype=np.float32)  # y - y_rep
             z *= differ
             change = np.add.reduceat(z, starts, axis=1)
-            greater += (change > 0).sum(axis=0)
-            equal += (change == 0).sum(axis=0)
+            part["greater"] = (change > 0).sum(axis=0)
+            part["equal"] = (change == 0).sum(axis=0)
             counts = np.rint(correct_item - np.add.reduceat(flip, starts, axis=1)).astype(np.int64)
-            hist += np.bincount((counts + offset).ravel(), minlength=hist.size)
-            model_correct[done : done + len(d)] = correct_model - per_model(flip)
-        done += len(d)
+            part["hist"] = np.bincount((counts + offset).ravel(), minlength=hist.size)
+            part["model_correct"] = correct_model - per_model(flip)
+        return k, part
+
+    # NumPy releases the interpreter lock in its array loops: chunks on threads use every core
+    with ThreadPoolExecutor(max_workers=min(THREADS, len(pieces)) or 1) as pool:
+        for k, part in pool.map(chunk, range(len(pieces))):
+            if part["total"] is not None:
+                total += part["total"]
+            if rng is not None:
+                greater += part["greater"]
+                equal += part["equal"]
+                hist += part["hist"]
+                model_correct[starts_of[k] : starts_of[k] + len(pieces[k])] = part["model_correct"]
     mean_obs = np.empty(n_cells)
     mean_obs[order] = total / n_first
     y_obs = ds.static_y.astype(np.float64)
