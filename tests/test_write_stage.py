@@ -172,20 +172,32 @@ def test_write_netcdf_round_trip(tmp_path, monkeypatch):
 
 def test_static_pass_on_threads_is_the_pass_on_one(run_data, monkeypatch):
     """Chunks run on threads, each with its own random stream: the same replicates."""
-    from bayes_dualeval.checks import static
     from bayes_dualeval.checks.passes import Checks
 
     ds, idata, pairs = run_data
-    monkeypatch.setattr(static, "THREADS", 1)
+    monkeypatch.setattr(budget, "THREADS", 1)
     monkeypatch.setattr(budget, "CHUNK_ELEMENTS", 3 * len(ds.static_y))  # many chunks
     one = Checks(idata, ds, pairs, CheckOptions(seed=5)).static()
-    monkeypatch.setattr(static, "THREADS", 3)
+    monkeypatch.setattr(budget, "THREADS", 3)
     three = Checks(idata, ds, pairs, CheckOptions(seed=5)).static()
     assert one.n_rep == three.n_rep >= 200
     np.testing.assert_array_equal(one.item_ppp, three.item_ppp)
     np.testing.assert_array_equal(one.item_hist, three.item_hist)
     np.testing.assert_array_equal(one.model_correct, three.model_correct)
     np.testing.assert_array_equal(one.mean_p, three.mean_p)
+
+
+def test_benchmark_audit_on_threads_is_the_audit_on_one(run_data, monkeypatch):
+    import importlib
+
+    audit = importlib.import_module("bayes_dualeval.checks.benchmark_audit")  # the module
+    ds, idata, _ = run_data
+    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", 7 * audit.GRID)  # chunks of 7 cells
+    monkeypatch.setattr(budget, "THREADS", 1)
+    one = audit.benchmark_audit(idata, ds)
+    monkeypatch.setattr(budget, "THREADS", 3)
+    pd.testing.assert_frame_equal(audit.benchmark_audit(idata, ds), one)
+    assert set(one["kind"]) == {"static", "arena"}
 
 
 def test_cells_of_a_large_run_are_labelled_by_position(tmp_path, monkeypatch):

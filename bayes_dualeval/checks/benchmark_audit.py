@@ -31,10 +31,13 @@ valid under any dependence between blocks) controls the false discovery rate of 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 from scipy import special, stats
 
+from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.arena_blocks import ArenaCells
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.item_ids import benchmark_of
@@ -190,27 +193,34 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
         chunks.append([(r, group_matrix(kind.cell_block[r], n_blocks)) for r in rows])
         p_values.append(np.zeros(n_blocks))
         rates.append(np.empty((n_blocks, n_draws)))
-    for k in range(n_draws):
-        # per block and grid point: log likelihood, and mean and variance of the block's
-        # total, accumulated over chunks of cells (bounded memory)
-        parts, model_ll = [], np.zeros((dataset.n_models, GRID))
-        for kind, owner, pieces in zip(kinds, block_model, chunks, strict=True):
-            block_ll, mu, var = (np.zeros((len(kind.labels), GRID)) for _ in range(3))
-            for rows, to_block in pieces:
-                ll, m, v = kind.terms(k, rows, grid)
-                block_ll += to_block @ ll
-                mu += to_block @ m
-                var += to_block @ v
-            np.add.at(model_ll, owner, block_ll)
-            parts.append((block_ll, mu, var))
-        for j, (kind, owner, (block_ll, mu, var)) in enumerate(
-            zip(kinds, block_model, parts, strict=True)
-        ):
-            log_post = log_prior + model_ll[owner] - block_ll  # the block left out
-            w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-            w /= w.sum(axis=1, keepdims=True)
-            p_values[j] += np.sum(w * kind.tail(mu, var), axis=1) / n_draws
-            rates[j][:, k] = np.sum(w * kind.rate(mu), axis=1)
+    with ThreadPoolExecutor(max_workers=budget.THREADS) as pool:
+        for k in range(n_draws):
+            # per block and grid point: log likelihood, and mean and variance of the block's
+            # total, accumulated over chunks of cells (bounded memory; chunks on threads,
+            # added in order, so the sums do not depend on the thread count)
+            parts, model_ll = [], np.zeros((dataset.n_models, GRID))
+            for kind, owner, pieces in zip(kinds, block_model, chunks, strict=True):
+                block_ll, mu, var = (np.zeros((len(kind.labels), GRID)) for _ in range(3))
+
+                def piece(chunk, kind=kind, k=k):
+                    rows, to_block = chunk
+                    ll, m, v = kind.terms(k, rows, grid)
+                    return to_block @ ll, to_block @ m, to_block @ v
+
+                for ll, m, v in pool.map(piece, pieces):
+                    block_ll += ll
+                    mu += m
+                    var += v
+                np.add.at(model_ll, owner, block_ll)
+                parts.append((block_ll, mu, var))
+            for j, (kind, owner, (block_ll, mu, var)) in enumerate(
+                zip(kinds, block_model, parts, strict=True)
+            ):
+                log_post = log_prior + model_ll[owner] - block_ll  # the block left out
+                w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+                w /= w.sum(axis=1, keepdims=True)
+                p_values[j] += np.sum(w * kind.tail(mu, var), axis=1) / n_draws
+                rates[j][:, k] = np.sum(w * kind.rate(mu), axis=1)
     alpha = (1.0 - ci) / 2.0
     frames = []
     for kind, p_value, rate in zip(kinds, p_values, rates, strict=True):

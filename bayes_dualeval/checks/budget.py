@@ -9,6 +9,8 @@ of at most :data:`CHUNK_ELEMENTS` numbers.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from bayes_dualeval.core.errors import InputError
@@ -30,6 +32,9 @@ STORE_ELEMENTS = 25_000_000
 MIN_CHECK_DRAWS = 50
 #: Fewest draws per chunk of the arena pass (its arrays are pairs x draws).
 PAIR_CHUNK_DRAWS = 8
+#: Threads a pass runs its independent chunks on (NumPy releases the interpreter lock in
+#: its array loops): one per core, at most 4, since each holds a chunk's arrays at once.
+THREADS = min(os.cpu_count() or 1, 4)
 
 
 def select_draws(n: int, max_draws: int, rng: np.random.Generator) -> np.ndarray:

@@ -18,21 +18,17 @@ accuracies per model and per item.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.budget import chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, segments
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.model import links
-
-#: Threads of the static pass (its chunks are independent): one per core, at most 4 (each
-#: holds a chunk's arrays and a partial sum per cell and per item at once).
-THREADS = min(os.cpu_count() or 1, 4)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,8 +121,8 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
             part["model_correct"] = correct_model - per_model(flip)
         return k, part
 
-    # NumPy releases the interpreter lock in its array loops: chunks on threads use every core
-    with ThreadPoolExecutor(max_workers=min(THREADS, len(pieces)) or 1) as pool:
+    # chunks on threads (budget.THREADS), gathered in order: the same sums on any count
+    with ThreadPoolExecutor(max_workers=max(1, min(budget.THREADS, len(pieces)))) as pool:
         for k, part in pool.map(chunk, range(len(pieces))):
             if part["total"] is not None:
                 total += part["total"]
