@@ -3,7 +3,7 @@
 - :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL and CSV rows
   (:func:`~bayes_dualeval.data.readers.read_paths`).
 - :mod:`~bayes_dualeval.data.parquet`: Parquet files (optional pyarrow), the same rules
-  applied by column.
+  applied by column (:mod:`~bayes_dualeval.data.columns`: one check per distinct value).
 - :mod:`~bayes_dualeval.data.tables`: rows to canonical tables, cleaning, indexing and
   reward normalisation (:func:`~bayes_dualeval.data.tables.normalise_rewards`).
 - :mod:`~bayes_dualeval.data.dataset`: the :class:`~bayes_dualeval.data.dataset.Dataset`

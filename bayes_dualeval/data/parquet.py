@@ -23,10 +23,7 @@ import pandas as pd
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data import wide
-
-SUFFIX = ".parquet"
-#: Codes of a checked value that is not a value: absent (null or empty) and invalid.
-ABSENT, INVALID = -1, -2
+from bayes_dualeval.data.columns import Checked, check_column, decoded
 
 
 def _arrow(path: Path):
@@ -41,94 +38,6 @@ def _arrow(path: Path):
             "(pip install 'bayes-dualeval[parquet]'), or convert the file to CSV or JSONL"
         ) from None
     return pa, pc, pq
-
-
-class Checked:
-    """One column after its rule: a code per row into the distinct values that passed.
-
-    Attributes
-    ----------
-    codes : numpy.ndarray
-        Per row: an index into ``values``, :data:`ABSENT` or :data:`INVALID`.
-    values : list or numpy.ndarray
-        The checked value of each distinct raw value (None where it failed).
-    """
-
-    def __init__(self, codes: np.ndarray, values, message):
-        self.codes = codes
-        self.values = values
-        self._message = message
-
-    @property
-    def absent(self) -> np.ndarray:
-        """Rows without a value (null or empty)."""
-        return self.codes == ABSENT
-
-    @property
-    def invalid(self) -> np.ndarray:
-        """Rows whose value failed the rule."""
-        return self.codes == INVALID
-
-    def message(self, row: int) -> str:
-        """The rule's message for row ``row`` (from 0), whose value failed."""
-        return self._message(row)
-
-
-def _decoded(pa, column):
-    """``column`` as one plain (non-dictionary) Arrow array."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    return arr
-
-
-def _encoded(pa, column):
-    """``column`` as one dictionary-encoded Arrow array (as it is, when it already is one)."""
-    import pyarrow.compute as pc
-
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
-
-
-def check_column(column, rule) -> Checked:
-    """Apply a scalar ``rule`` to each distinct value of an Arrow column.
-
-    Parameters
-    ----------
-    column : pyarrow.Array or pyarrow.ChunkedArray
-    rule : callable
-        ``rule(value)`` returns the checked value or raises ``ValueError`` with the message
-        the long readers give (:mod:`bayes_dualeval.data.readers`). Null and the empty
-        string are absent, as in JSONL and CSV, and never reach it.
-
-    Returns
-    -------
-    Checked
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    encoded = _encoded(pa, column)
-    raw = encoded.dictionary.to_pylist()
-    index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-    values, messages = [None] * len(raw), [None] * len(raw)
-    # the last entry: null (index -1); codes as narrow as the distinct values allow
-    code = np.empty(len(raw) + 1, np.min_scalar_type(-max(len(raw), 2)))
-    code[-1] = ABSENT
-    for k, value in enumerate(raw):
-        if value == "":
-            code[k] = ABSENT
-            continue
-        try:
-            values[k] = rule(value)
-            code[k] = k
-        except ValueError as exc:
-            messages[k] = str(exc)
-            code[k] = INVALID
-    codes = code[index]
-    if not (codes == INVALID).any():
-        return Checked(codes, values, None)
-    return Checked(codes, values, lambda row: messages[index[row]])
 
 
 def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: bool, report):
@@ -233,8 +142,7 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
                 (other[0], "file mixes static and arena rows; put each kind in its own file")
             )
     required = readers.STATIC_FIELDS if kind == "static" else readers.ARENA_FIELDS
-    rows = has_kind & ((static & ~arena) if kind == "static" else (arena & ~static))
-    complete = rows.copy()
+    complete = (static & ~arena) if kind == "static" else (arena & ~static)
     for name in required:
         gone = complete & ~present.get(name, none)
         _count(report.missing, name, gone)
@@ -275,18 +183,16 @@ def _rewards(column) -> Checked:
 
     from bayes_dualeval.data import readers
 
-    arr = _decoded(pa, column)
+    arr = decoded(column)
     if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
         checked = check_column(arr, readers.reward_field)
-        checked.values = np.array(
-            [np.nan if v is None else v for v in checked.values], dtype=np.float64
-        )
+        checked.values = checked.array(np.nan, np.float64)
         return checked
     null = arr.is_null().to_numpy(zero_copy_only=False)
     value = pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
     codes = np.arange(len(value), dtype=np.int64)
-    codes[~np.isfinite(value)] = INVALID
-    codes[null] = ABSENT
+    codes[~np.isfinite(value)] = Checked.INVALID
+    codes[null] = Checked.ABSENT
 
     def message(row):
         try:
@@ -303,14 +209,10 @@ def _table(path, kind, keep, checked, by_name, source, folder_domain) -> pd.Data
     model = _labels(checked["model_label"], keep)
     if kind == "static":
         dataset = _labels(checked["dataset"], keep)
-        index = np.array(
-            [v if v is not None else 0 for v in checked["sample_index"].values], np.int64
-        )[checked["sample_index"].codes[keep]]
+        index = checked["sample_index"].at(keep, 0, np.int64)
         item = _static_items(source, dataset, index)
         value_col = "correct"
-        correct = checked["correct"]
-        value = np.array([v if v is not None else 0 for v in correct.values], np.int8)
-        value = value[correct.codes[keep]]
+        value = checked["correct"].at(keep, 0, np.int8)
     else:
         names = _labels(checked["item_id"], keep)
         item = pd.Categorical.from_codes(
@@ -318,7 +220,7 @@ def _table(path, kind, keep, checked, by_name, source, folder_domain) -> pd.Data
             [item_ids.arena_id(source, label) for label in names.categories],
         )
         value_col = "reward"
-        value = np.asarray(checked["reward"].values, np.float64)[checked["reward"].codes[keep]]
+        value = checked["reward"].at(keep, np.nan, np.float64)
     domain = _domains(by_name, keep, folder_domain)
 
     def constant(text):
@@ -339,8 +241,7 @@ def _table(path, kind, keep, checked, by_name, source, folder_domain) -> pd.Data
 
 def _labels(checked: Checked, keep: np.ndarray) -> pd.Categorical:
     """The checked text labels of rows ``keep`` (distinct raw values that strip alike merge)."""
-    values = np.array([v if v is not None else "" for v in checked.values], dtype=object)
-    names, inverse = np.unique(values.astype(str), return_inverse=True)
+    names, inverse = np.unique(checked.array("", str), return_inverse=True)
     return pd.Categorical.from_codes(inverse[checked.codes[keep]].astype(np.int32), names)
 
 
@@ -376,12 +277,10 @@ def _domains(by_name, keep, folder_domain) -> pd.Categorical:
         if field not in by_name:
             continue
         checked = check_column(by_name[field], usable)
-        open_rows = chosen < 0
         codes = checked.codes[keep]
-        fill = open_rows & (codes >= 0)
-        mapping = np.array([len(names) + k for k in range(len(checked.values))], np.int64)
-        names.extend(v if v is not None else "" for v in checked.values)
-        chosen[fill] = mapping[codes[fill]]
+        fill = (chosen < 0) & (codes >= 0)
+        chosen[fill] = len(names) + codes[fill]
+        names.extend(checked.array("", str))
     names.append(folder_domain)
     chosen[chosen < 0] = len(names) - 1
     distinct, inverse = np.unique(np.asarray(names, dtype=str), return_inverse=True)
@@ -395,13 +294,11 @@ def _read_wide(pa, pq, path, names, source, domain, skip_invalid, report) -> pd.
     unusable = np.flatnonzero(models.codes < 0)
     if len(unusable):
         raise InputError(f"{path}:row {unusable[0] + 1}: the model label is empty")
-    labels = np.asarray(models.values, dtype=object)[models.codes].astype(str)
+    labels = models.at(slice(None), "", str)
     codes = np.full((table.num_rows, len(names) - 1), wide.MISSING, np.int8)
     for k in range(1, len(names)):
         checked = check_column(table.column(k), wide_label)
-        per_value = np.array([wide.INVALID if v is None else v for v in checked.values], np.int8)
-        valid = checked.codes >= 0
-        codes[valid, k - 1] = per_value[checked.codes[valid]]
+        codes[:, k - 1] = checked.at(slice(None), wide.MISSING, np.int8)
         codes[checked.invalid, k - 1] = wide.INVALID
 
     def cell(row, col):
