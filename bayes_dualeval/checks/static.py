@@ -119,11 +119,11 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
             counts = np.rint(correct_item - np.add.reduceat(flip, starts, axis=1)).astype(np.int64)
             part["hist"] = np.bincount((counts + offset).ravel(), minlength=hist.size)
             part["model_correct"] = correct_model - per_model(flip)
-        return k, part
+        return part
 
     # chunks on threads (budget.THREADS), gathered in order: the same sums on any count
     with ThreadPoolExecutor(max_workers=max(1, min(budget.THREADS, len(pieces)))) as pool:
-        for k, part in pool.map(chunk, range(len(pieces))):
+        for k, part in enumerate(pool.map(chunk, range(len(pieces)))):
             if part["total"] is not None:
                 total += part["total"]
             if rng is not None:
