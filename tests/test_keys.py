@@ -119,3 +119,26 @@ def test_item_mode_finds_the_mode_of_each_items_log_joint(bounds):
         )
         assert joint[q] == pytest.approx(-best.fun, abs=1e-5)
     assert np.isfinite(logdet).all()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_items_solved_in_chunks_on_threads_give_the_one_solve(monkeypatch, threads):
+    """Above ``CHUNK_LABELS`` labels both hypotheses are solved in chunks of whole items on
+    threads; every item's mode, joint and determinant equal those of one solve over every
+    label, exactly (items with no label and shuffled rows included)."""
+    from bayes_dualeval.checks import budget, keys
+
+    rng = np.random.default_rng(5)
+    n_models, k = 40, 23
+    item = rng.permutation(np.repeat(np.arange(k), rng.integers(0, 60, k)))  # some empty
+    theta = rng.normal(size=n_models)[rng.integers(0, n_models, len(item))]
+    b = rng.normal(size=k)
+    y = (rng.random(len(item)) < 1 / (1 + np.exp(-(theta - b[item])))).astype(float)
+    prior = (0.0, 0.4, 0.0, 1.0)
+    whole = [keys.item_mode(theta, item, labels, k, prior) for labels in (y, 1.0 - y)]
+    monkeypatch.setattr(keys, "CHUNK_LABELS", 0)
+    monkeypatch.setattr(budget, "THREADS", threads)
+    chunked = keys.both_modes(theta, item, y, k, prior)
+    for one, parts in zip(whole, chunked, strict=True):
+        for expected, got in zip(one, parts, strict=True):
+            np.testing.assert_array_equal(got, expected)

@@ -42,9 +42,12 @@ data ``pi`` falls towards zero and nothing is flagged.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from scipy import special
 
+from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.model import item_solve, links
 
@@ -60,6 +63,9 @@ TOLERANCE = 1e-7
 MIN_SCALE = 0.05
 #: EM iterations for the share of reversed keys, and its floor.
 EM_ITERATIONS, MIN_SHARE = 200, 1e-6
+#: Labels from which the items are solved in chunks (of about equal numbers of labels,
+#: :data:`~bayes_dualeval.checks.budget.THREADS` per hypothesis) on threads.
+CHUNK_LABELS = 200_000
 
 
 def key_evidence(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
@@ -94,8 +100,7 @@ def key_evidence(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
     static = np.flatnonzero(n > 0)
     prior = population(fit, static)
     bounds = asymptotes(fit, static)
-    f0, logdet0 = item_mode(theta, item, y, k, prior, bounds)
-    f1, logdet1 = item_mode(theta, item, 1.0 - y, k, prior, bounds)
+    (f0, logdet0), (f1, logdet1) = both_modes(theta, item, y, k, prior, bounds)
     bf = f1 - f0 - 0.5 * (logdet1 - logdet0)
     evidence[varied] = bf[varied]
     return evidence, bayes_q(evidence)
@@ -129,6 +134,45 @@ def asymptotes(fit: FittedRun, static: np.ndarray) -> tuple[float, float]:
         return default if values is None else float(values[:, static].mean(dtype=np.float64))
 
     return mean("c", 0.0), mean("d", 1.0)
+
+
+def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> list[tuple]:
+    """:func:`item_mode` under the key as given (``y``) and reversed (``1 - y``).
+
+    Items are independent, so above :data:`CHUNK_LABELS` labels each hypothesis is solved
+    in chunks of whole items (contiguous item ranges of about equal numbers of labels, the
+    labels of an item in their order) on up to
+    :data:`~bayes_dualeval.checks.budget.THREADS` threads; NumPy releases the interpreter
+    lock in its array loops. Every item sees the same labels in the same order as in one
+    solve, so the results do not depend on the number of chunks or threads.
+
+    Returns
+    -------
+    list of tuple
+        ``[(f0, logdet0), (f1, logdet1)]``, each a pair of arrays of shape (k,).
+    """
+    n_chunks = budget.THREADS if len(y) >= CHUNK_LABELS else 1
+    order = np.argsort(item, kind="stable")
+    ends = np.searchsorted(np.cumsum(np.bincount(item, minlength=k)),
+                           np.arange(1, n_chunks) * len(y) / n_chunks)  # fmt: skip
+    edges = np.unique(np.r_[0, np.minimum(ends + 1, k), k])
+    pieces = []  # (first item, number of items, the chunk's rows in item order)
+    cut = np.searchsorted(item[order], edges)
+    for lo, hi, start, stop in zip(edges[:-1], edges[1:], cut[:-1], cut[1:], strict=True):
+        pieces.append((lo, hi - lo, order[start:stop]))
+
+    def solve(task):
+        labels, (lo, width, rows) = task
+        return item_mode(theta[rows], item[rows] - lo, labels[rows], width, prior, bounds)
+
+    tasks = [(labels, piece) for labels in (y, 1.0 - y) for piece in pieces]
+    with ThreadPoolExecutor(max_workers=max(1, min(budget.THREADS, len(tasks)))) as pool:
+        solved = list(pool.map(solve, tasks))
+    out = []
+    for h in range(2):
+        parts = solved[h * len(pieces) : (h + 1) * len(pieces)]
+        out.append(tuple(np.concatenate([p[i] for p in parts]) for i in range(2)))
+    return out
 
 
 def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
