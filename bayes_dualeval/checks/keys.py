@@ -152,14 +152,14 @@ def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> list[tuple]:
         ``[(f0, logdet0), (f1, logdet1)]``, each a pair of arrays of shape (k,).
     """
     n_chunks = budget.THREADS if len(y) >= CHUNK_LABELS else 1
-    order = np.argsort(item, kind="stable")
-    ends = np.searchsorted(np.cumsum(np.bincount(item, minlength=k)),
-                           np.arange(1, n_chunks) * len(y) / n_chunks)  # fmt: skip
-    edges = np.unique(np.r_[0, np.minimum(ends + 1, k), k])
-    pieces = []  # (first item, number of items, the chunk's rows in item order)
-    cut = np.searchsorted(item[order], edges)
-    for lo, hi, start, stop in zip(edges[:-1], edges[1:], cut[:-1], cut[1:], strict=True):
-        pieces.append((lo, hi - lo, order[start:stop]))
+    order = np.argsort(item, kind="stable")  # each item's labels in their order
+    cum = np.r_[0, np.cumsum(np.bincount(item, minlength=k))]  # labels before each item
+    ends = np.searchsorted(cum[1:], np.arange(1, n_chunks) * len(y) / n_chunks) + 1
+    edges = np.unique(np.r_[0, np.minimum(ends, k), k])
+    pieces = [  # (first item, number of items, the chunk's rows)
+        (lo, hi - lo, order[cum[lo] : cum[hi]])
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+    ]
 
     def solve(task):
         labels, (lo, width, rows) = task
@@ -168,11 +168,8 @@ def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> list[tuple]:
     tasks = [(labels, piece) for labels in (y, 1.0 - y) for piece in pieces]
     with ThreadPoolExecutor(max_workers=max(1, min(budget.THREADS, len(tasks)))) as pool:
         solved = list(pool.map(solve, tasks))
-    out = []
-    for h in range(2):
-        parts = solved[h * len(pieces) : (h + 1) * len(pieces)]
-        out.append(tuple(np.concatenate([p[i] for p in parts]) for i in range(2)))
-    return out
+    halves = (solved[: len(pieces)], solved[len(pieces) :])
+    return [tuple(np.concatenate(column) for column in zip(*half, strict=True)) for half in halves]
 
 
 def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
