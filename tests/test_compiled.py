@@ -278,3 +278,63 @@ def test_the_compile_cache_is_pruned_to_its_bound_oldest_first(tmp_path):
     assert prune_cache(tmp_path, 250) == 300
     assert sorted(p.name for p in tmp_path.iterdir()) == ["program3", "program4"]
     assert prune_cache(tmp_path, 250) == 0
+
+
+def _svi_draws_digest() -> tuple[str, int]:
+    """A tiny SVI fit: a digest of its draws and losses, and its cache misses."""
+    import hashlib
+    import warnings
+
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.inference.svi import run_svi
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.simulate import simulate
+
+    static, arena, _ = simulate(5, 11, 6, seed=3)  # shapes no other test uses
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, arena=arena)
+    config = load_spec("dualeval-2pl")
+    inputs, _ = build_inputs(ds, config)
+    settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
+    draws = run_svi(inputs, config, settings)
+    digest = hashlib.sha256()
+    for name in sorted(draws.samples):
+        digest.update(np.ascontiguousarray(draws.samples[name]).tobytes())
+    digest.update(np.asarray(draws.info["losses"]).tobytes())
+    return digest.hexdigest(), draws.timings["cache_misses"]
+
+
+def test_svi_compiles_the_same_programs_and_draws_in_every_interpreter():
+    """Python salts string hashes per interpreter; NumPyro's Trace_ELBO summed its sites
+    in the order of a set of their names, so each process built other SVI programs: the
+    persistent cache never hit (3 to 9 s of compilation in every SVI fit) and one seed did
+    not give bit-identical draws twice. A fit here and one in an interpreter with another
+    hash salt, sharing the suite's cache: the second reads every program the first wrote
+    (or read), and draws the same values."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    here, _ = _svi_draws_digest()
+    salt = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"  # not this process's
+    env = dict(
+        os.environ,
+        PYTHONHASHSEED=salt,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=jax.config.jax_compilation_cache_dir,
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+        PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]),
+    )
+    code = "import json, test_compiled; print(json.dumps(test_compiled._svi_draws_digest()))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    there, misses = json.loads(out.stdout.strip().splitlines()[-1])
+    assert misses == 0
+    assert there == here

@@ -71,6 +71,37 @@ def test_sharded_fits_give_the_answers_of_one_device(dataset, sampler):
             assert mode._value_and_grad._cache_size() == before + 1
 
 
+def test_sharded_svi_steps_are_partitioned_across_the_devices(monkeypatch):
+    """SVI's programs take the data as an argument: split data make a partitioned program
+    (its sums over cells and pairs are all-reductions). Closed over, the data were
+    constants of the program, which then ran whole on one device whatever the split."""
+    from bayes_dualeval.inference import svi as svi_module
+
+    static, arena, _ = simulate(6, 40, 9, seed=4)  # shapes no other test uses
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = Dataset.from_frames(static=static, arena=arena)
+    config = load_spec("dualeval-2pl")
+    inputs, _ = build_inputs(small, config)
+    programs = []
+    original = svi_module._window
+
+    def recording(svi, config, length):
+        step = original(svi, config, length)
+
+        def run(state, inputs):
+            compiled = step.lower(state, inputs).compile()
+            programs.append(compiled.as_text())
+            return compiled(state, inputs)
+
+        return run
+
+    monkeypatch.setattr(svi_module, "_window", recording)
+    settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
+    svi_module.run_svi(shard(inputs, data_devices(2)), config, settings)
+    assert programs and all("all-reduce" in text for text in programs)
+
+
 def test_shards_are_refused_where_they_cannot_apply():
     with pytest.raises(ConfigError, match="shards"):
         check_supported(load_spec("dualeval-2pl"), SamplerSettings(sampler="nuts", shards=2))

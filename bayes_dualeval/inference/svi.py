@@ -6,10 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
-from numpyro.infer import SVI, Predictive, Trace_ELBO
+from numpyro.infer import SVI, Predictive
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
+from bayes_dualeval.inference.elbo import OrderedELBO
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.sites import model_sites
 from bayes_dualeval.inference.start import init_strategy
@@ -59,7 +60,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
     batched = bool(inputs.static_batch or inputs.pair_batch)
     guide_cls = AutoNormal if settings.guide == "normal" else AutoLowRankMultivariateNormal
     guide = guide_cls(dualeval_model, init_loc_fn=init_strategy(config, inputs))
-    svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), Trace_ELBO())
+    svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), OrderedELBO())
     key_fit, key_draw = jax.random.split(jax.random.PRNGKey(settings.seed))
     window = min(WINDOW, settings.svi_steps)
     timings: dict = {}
@@ -70,15 +71,17 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         # prototype trace and its search for a valid start) compiles every primitive of
         # the model on its own, hundreds of small programs (16 of the 21 s of an SVI fit
         # at paper scale). The guide keeps the prototype it traced here; afterwards it
-        # reads only its site names, shapes and supports, never its values.
-        state = jax.jit(lambda key: svi.init(key, inputs, config))(key_fit)
+        # reads only its site names, shapes and supports, never its values. Every program
+        # takes the data as an argument (closed over, JAX would write them into the
+        # program as constants: a program per data set, and the whole data in its text).
+        state = jax.jit(svi.init)(key_fit, inputs, config)
 
-        step = _window(svi, inputs, config, window)
+        step = _window(svi, config, window)
         done = 0
         previous = None
         progress = _progress(settings.progress, settings.svi_steps, "SVI")
         while done < settings.svi_steps:
-            state, chunk = step(state)
+            state, chunk = step(state, inputs)
             chunk = np.asarray(chunk)
             losses.append(chunk)
             done += window
@@ -94,7 +97,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         if batched:
             # random batches keep the iterate jittering around the optimum by about the
             # step size: the guide is the average of one more window's iterates
-            state, chunk, params = _averaged_window(svi, inputs, config, window)(state)
+            state, chunk, params = _averaged_window(svi, config, window)(state, inputs)
             chunk = np.asarray(chunk)
             losses.append(chunk)
             progress(window, float(chunk.mean()))
@@ -103,7 +106,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         progress(None, None)
         sites = posterior_sites(inputs, config)
 
-        def predict(key, params):
+        def predict(key, params, inputs):
             pred = Predictive(
                 dualeval_model,
                 guide=guide,
@@ -113,7 +116,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
             )
             return pred(key, inputs, config)
 
-        draws = jax.jit(predict)(key_draw, params)  # one program, as above
+        draws = jax.jit(predict)(key_draw, params, inputs)  # one program, as above
         jax.block_until_ready(draws)
     samples = {k: v[None] for k, v in to_numpy(draws).items()}
     losses = np.concatenate(losses)
@@ -129,29 +132,35 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
     return Draws(samples=samples, timings=timings, info=info)
 
 
-def _window(svi: SVI, inputs: ModelInputs, config: ModelConfig, length: int):
-    """One compiled program: ``length`` SVI steps in a ``lax.scan``, returning their losses."""
+def _window(svi: SVI, config: ModelConfig, length: int):
+    """One compiled program: ``length`` SVI steps in a ``lax.scan``, returning their losses.
 
-    def body(state, _):
-        return svi.stable_update(state, inputs, config)
+    Called as ``(state, inputs)``; returns the last state and the losses.
+    """
 
-    return jax.jit(lambda state: jax.lax.scan(body, state, None, length=length))
+    def run(state, inputs: ModelInputs):
+        def body(state, _):
+            return svi.stable_update(state, inputs, config)
+
+        return jax.lax.scan(body, state, None, length=length)
+
+    return jax.jit(run)
 
 
-def _averaged_window(svi: SVI, inputs: ModelInputs, config: ModelConfig, length: int):
+def _averaged_window(svi: SVI, config: ModelConfig, length: int):
     """As :func:`_window`, also returning the mean of the iterates' (constrained) parameters.
 
     Averaging the iterates of a stochastic optimiser (Polyak-Ruppert) removes the jitter
     that a fixed step size leaves around the optimum.
     """
 
-    def body(carry, _):
-        state, total = carry
-        state, loss = svi.stable_update(state, inputs, config)
-        total = jax.tree.map(jnp.add, total, svi.get_params(state))
-        return (state, total), loss
+    def run(state, inputs: ModelInputs):
+        def body(carry, _):
+            state, total = carry
+            state, loss = svi.stable_update(state, inputs, config)
+            total = jax.tree.map(jnp.add, total, svi.get_params(state))
+            return (state, total), loss
 
-    def run(state):
         zero = jax.tree.map(jnp.zeros_like, svi.get_params(state))
         (state, total), losses = jax.lax.scan(body, (state, zero), None, length=length)
         return state, losses, jax.tree.map(lambda x: x / length, total)
