@@ -16,6 +16,7 @@ read well.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import arviz as az
 import jax
@@ -237,8 +238,33 @@ def pointwise_loglik(
     n_chain, n_draw = theta.shape[:2]
     n = n_chain * n_draw
     params = {k: np.reshape(v, (n, *v.shape[2:])) for k, v in samples.items() if k in LOGLIK_SITES}
-    model = DualEvalModel(config.replace(lambda_bb=0.0))  # the data term only
-    prompts = _prompts(inputs) if prompts is None else np.asarray(prompts)
+    config = config.replace(lambda_bb=0.0)  # the data term only
+    prompts = jnp.asarray(_prompts(inputs) if prompts is None else prompts, dtype=jnp.int32)
+    if chunk is None:
+        chunk = LOGLIK_CHUNK // max(_per_draw(inputs), 1)
+    chunk = int(min(max(chunk, 1), n))
+    out = {}
+    for start in range(0, n, chunk):
+        sl = np.minimum(np.arange(start, start + chunk), n - 1)  # pad with the last draw
+        got = min(chunk, n - start)
+        part = jax.device_get(
+            _loglik_of_draws({k: v[sl] for k, v in params.items()}, inputs, prompts, config)
+        )
+        for key, value in part.items():
+            if key not in out:
+                out[key] = np.empty((n, *value.shape[1:]), np.float32)
+            out[key][start : start + got] = value[:got]
+    return {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in out.items()}
+
+
+@partial(jax.jit, static_argnames="config")
+def _loglik_of_draws(params: dict, inputs: ModelInputs, prompts, config: ModelConfig) -> dict:
+    """:func:`pointwise_loglik` for a chunk of draws: one compiled program per shapes.
+
+    The data are arguments, not constants, so that data sets of the same shapes share the
+    program (and the program's text does not hold the data).
+    """
+    model = DualEvalModel(config)
 
     def one(draw):
         out = {}
@@ -248,20 +274,7 @@ def pointwise_loglik(
             out["arena"] = model.arena_loglik(draw, inputs)[prompts]
         return out
 
-    fn = jax.jit(jax.vmap(one))
-    if chunk is None:
-        chunk = LOGLIK_CHUNK // max(_per_draw(inputs), 1)
-    chunk = int(min(max(chunk, 1), n))
-    out = {}
-    for start in range(0, n, chunk):
-        sl = np.minimum(np.arange(start, start + chunk), n - 1)  # pad with the last draw
-        got = min(chunk, n - start)
-        part = jax.device_get(fn({k: jnp.asarray(v[sl]) for k, v in params.items()}))
-        for key, value in part.items():
-            if key not in out:
-                out[key] = np.empty((n, *value.shape[1:]), np.float32)
-            out[key][start : start + got] = value[:got]
-    return {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in out.items()}
+    return jax.vmap(one)(params)
 
 
 def with_derived(samples: dict) -> dict:
