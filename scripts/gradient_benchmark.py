@@ -5,8 +5,13 @@ density in unconstrained coordinates), so their cost sets the sampling time. Tim
 process, each compiled once and run ``--evals`` times inside one compiled loop (no Python
 dispatch per evaluation; the result is blocked on):
 
-* ``package``: the potential NUTS samples (the data padded to their buckets, items centred
-  or not per item, arena difficulties anchored to their level by a 12-step Newton solve);
+* ``package, data as arguments``: the potential NUTS samples, compiled as the sampler
+  compiles it (the data padded to their buckets and an argument of the program, items
+  centred or not per item, arena difficulties anchored to their level by a 12-step
+  Newton solve);
+* ``package, data compiled in as constants``: the same potential with the data closed
+  over, so that XLA folds away whatever depends on the data alone (what this benchmark
+  measured until 2026-12-03: it flattered the sampler's gradient);
 * ``package without its Newton steps``: the same with the solve for the anchored
   difficulties cut to its start (a wrong gradient, so not a sampler: it says what the
   solve costs);
@@ -43,17 +48,30 @@ import numpy as np  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def package_potential(inputs, config):
-    """The package's potential and a starting point, as NUTS sees them."""
+def package_potential(inputs, config, *, data_as_argument: bool = False):
+    """The package's potential, a starting point and the data it reads, as NUTS sees them.
+
+    ``data_as_argument``: the potential is a function of ``(z, data)`` and the data are an
+    argument of the compiled program, as in the sampler (``inference/chains.py``);
+    otherwise a function of ``z`` with the data compiled in as constants (the returned
+    data are then None). The two differ: XLA folds computations on constant data away.
+    """
     from numpyro.infer.util import initialize_model
 
     from bayes_dualeval.inference.buckets import padded
     from bayes_dualeval.model.joint import dualeval_model
 
+    data = padded(inputs)
     info = initialize_model(
-        jax.random.PRNGKey(0), dualeval_model, model_args=(padded(inputs), config)
+        jax.random.PRNGKey(0),
+        dualeval_model,
+        model_args=(data, config),
+        dynamic_args=data_as_argument,
     )
-    return info.potential_fn, info.param_info.z
+    if data_as_argument:
+        make = info.potential_fn
+        return (lambda z, data: make(data, config)(z)), info.param_info.z, data
+    return info.potential_fn, info.param_info.z, None
 
 
 def hand_written(inputs, config, static_dense: bool, pairs_dense: bool | None = None):
@@ -155,26 +173,29 @@ def _matrix(rows, cols, values, m, q):
     return y, mask
 
 
-def time_gradient(potential, z, evals: int, repeats: int) -> float:
-    """Median microseconds per value-and-gradient over ``repeats`` compiled loops."""
-    grad = jax.value_and_grad(potential)
+def time_gradient(potential, z, evals: int, repeats: int, data=None) -> float:
+    """Median microseconds per value-and-gradient over ``repeats`` compiled loops.
+
+    ``data`` (not None): ``potential(z, data)``, the data an argument of the loop.
+    """
+    grad = jax.value_and_grad(potential if data is None else lambda z, d: potential(z, d))
 
     @jax.jit
-    def loop(z):
+    def loop(z, data):
         def body(_, carry):
             z, total = carry
-            value, g = grad(z)
+            value, g = grad(z) if data is None else grad(z, data)
             # a tiny step along the gradient: every evaluation sees a new point
             z = jax.tree.map(lambda x, d: x - 1e-6 * d, z, g)
             return z, total + value
 
         return jax.lax.fori_loop(0, evals, body, (z, 0.0))
 
-    jax.block_until_ready(loop(z))  # compile
+    jax.block_until_ready(loop(z, data))  # compile
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(loop(z))
+        jax.block_until_ready(loop(z, data))
         times.append(time.perf_counter() - start)
     return 1e6 * float(np.median(times)) / evals
 
@@ -206,13 +227,17 @@ def main(argv=None) -> int:
     inputs, _ = build_inputs(dataset, config, centred="auto")
     plain, _ = build_inputs(dataset, config, centred="none")
     rows = []
-    potential, z = package_potential(inputs, config)
-    rows.append(("package", time_gradient(potential, z, args.evals, args.repeats)))
+    potential, z, data = package_potential(inputs, config, data_as_argument=True)
+    label = "package, data as arguments (as NUTS runs it)"
+    rows.append((label, time_gradient(potential, z, args.evals, args.repeats, data)))
+    potential, z, _ = package_potential(inputs, config)
+    label = "package, data compiled in as constants"
+    rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
     steps = anchoring.NEWTON_STEPS
     anchoring.NEWTON_STEPS = 0  # what the solve costs: not a density to sample
     try:
-        potential, z = package_potential(inputs, config)
-        label = f"package without its {steps} Newton steps (for scale only)"
+        potential, z, _ = package_potential(inputs, config)
+        label = f"package without its {steps} Newton steps (constants; for scale only)"
         rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
     finally:
         anchoring.NEWTON_STEPS = steps

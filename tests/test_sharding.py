@@ -22,6 +22,9 @@ from bayes_dualeval.runs.fit import fit
 @pytest.fixture(scope="module")
 def dataset():
     static, arena, _ = simulate(8, 120, 30, seed=21)
+    # 959 static cells: every split pads (item 0's padded label counted by MAP's item
+    # likelihood moved its b by 0.27 on two devices before the likelihood read the mask)
+    static = static.iloc[1:]
     static["source"], arena["source"] = "bench", "arena"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -92,11 +92,10 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             with (
                 numpyro.handlers.scale(scale=config.lambda_static * weight),
                 numpyro.plate("static_cell", cells.static_y.shape[0]),
-                numpyro.handlers.mask(mask=cells.static_mask > 0),
             ):
                 numpyro.sample(
                     "static_y",
-                    static_distribution(ability, a, b, cells, c, d),
+                    static_distribution(ability, a, b, cells, c, d, padded=True),
                     obs=cells.static_y,
                 )
         if not inputs.has_arena:

@@ -39,13 +39,18 @@ class IRTBernoulli(dist.Distribution):
         Linear predictor ``a (theta - b)``.
     c, d : jax.Array or None
         Floor and ceiling (None: 0 and 1); see :func:`bayes_dualeval.model.links.probability`.
+    weight : jax.Array or None
+        1 for a cell of the data, 0 for a padded cell
+        (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_mask`), multiplied into
+        :meth:`log_prob`, so that every reader of the static likelihood (the model, MAP's
+        item likelihood, the pointwise log likelihood) leaves padded cells out alike.
     """
 
     arg_constraints = {"eta": constraints.real}
     support = constraints.boolean
 
-    def __init__(self, eta, c=None, d=None, *, validate_args=None):
-        self.eta, self.c, self.d = eta, c, d
+    def __init__(self, eta, c=None, d=None, weight=None, *, validate_args=None):
+        self.eta, self.c, self.d, self.weight = eta, c, d, weight
         super().__init__(batch_shape=jnp.shape(eta), validate_args=validate_args)
 
     def sample(self, key, sample_shape=()):
@@ -55,8 +60,9 @@ class IRTBernoulli(dist.Distribution):
         return jax.random.bernoulli(key, p, shape).astype(jnp.float32)
 
     def log_prob(self, value):
-        """Stable log probability of ``value`` (see :func:`links.bernoulli_loglik`)."""
-        return links.bernoulli_loglik(value, self.eta, self.c, self.d)
+        """Stable log probability of ``value`` (see :func:`links.bernoulli_loglik`), weighted."""
+        log_p = links.bernoulli_loglik(value, self.eta, self.c, self.d)
+        return log_p if self.weight is None else log_p * self.weight
 
     @property
     def mean(self):
@@ -74,16 +80,27 @@ def cell_eta(theta, a, b, model, item):
     return links.eta(ability, b[item], None if a is None else a[item])
 
 
-def static_distribution(theta, a, b, inputs: ModelInputs, c=None, d=None) -> IRTBernoulli:
-    """The distribution of every static label, batch shape (S,)."""
+def static_distribution(
+    theta, a, b, inputs: ModelInputs, c=None, d=None, *, padded: bool = False
+) -> IRTBernoulli:
+    """The distribution of every static label, batch shape (S,).
+
+    ``padded``: weight each cell by ``inputs.static_mask`` (padded cells add nothing).
+    """
     item = inputs.static_item
     eta = cell_eta(theta, a, b, inputs.static_model, item)
-    return IRTBernoulli(eta, None if c is None else c[item], None if d is None else d[item])
+    return IRTBernoulli(
+        eta,
+        None if c is None else c[item],
+        None if d is None else d[item],
+        inputs.static_mask if padded else None,
+    )
 
 
 def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
-    """Bernoulli log likelihood of each static cell, shape (S,)."""
-    return static_distribution(theta, a, b, inputs, c, d).log_prob(inputs.static_y)
+    """Bernoulli log likelihood of each static cell, shape (S,); 0 for a padded cell."""
+    dist_ = static_distribution(theta, a, b, inputs, c, d, padded=True)
+    return dist_.log_prob(inputs.static_y)
 
 
 def pair_win_probability(p_first, p_second, gamma):
