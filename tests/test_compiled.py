@@ -283,21 +283,11 @@ def test_the_compile_cache_is_pruned_to_its_bound_oldest_first(tmp_path):
 def _svi_draws_digest() -> tuple[str, int]:
     """A tiny SVI fit: a digest of its draws and losses, and its cache misses."""
     import hashlib
-    import warnings
 
-    from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.inference.svi import run_svi
-    from bayes_dualeval.model.config import load_spec
-    from bayes_dualeval.model.inputs import build_inputs
-    from bayes_dualeval.model.simulate import simulate
 
-    static, arena, _ = simulate(5, 11, 6, seed=3)  # shapes no other test uses
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = Dataset.from_frames(static=static, arena=arena)
-    config = load_spec("dualeval-2pl")
-    inputs, _ = build_inputs(ds, config)
+    inputs, config = _small_inputs(5, 11, 6)  # shapes no other test uses
     settings = SamplerSettings(sampler="svi", svi_steps=20, draws=10, seed=0, progress=False)
     draws = run_svi(inputs, config, settings)
     digest = hashlib.sha256()

@@ -5,6 +5,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from conftest import frames_dataset
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
@@ -81,9 +82,7 @@ def test_sharded_svi_steps_are_partitioned_across_the_devices(monkeypatch):
     from bayes_dualeval.inference import svi as svi_module
 
     static, arena, _ = simulate(6, 40, 9, seed=4)  # shapes no other test uses
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        small = Dataset.from_frames(static=static, arena=arena)
+    small = frames_dataset(static, arena)
     config = load_spec("dualeval-2pl")
     inputs, _ = build_inputs(small, config)
     programs = []
