@@ -95,7 +95,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             ):
                 numpyro.sample(
                     "static_y",
-                    static_distribution(ability, a, b, cells, c, d, padded=True),
+                    static_distribution(ability, a, b, cells, c, d),
                     obs=cells.static_y,
                 )
         if not inputs.has_arena:

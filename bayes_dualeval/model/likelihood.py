@@ -80,27 +80,17 @@ def cell_eta(theta, a, b, model, item):
     return links.eta(ability, b[item], None if a is None else a[item])
 
 
-def static_distribution(
-    theta, a, b, inputs: ModelInputs, c=None, d=None, *, padded: bool = False
-) -> IRTBernoulli:
-    """The distribution of every static label, batch shape (S,).
-
-    ``padded``: weight each cell by ``inputs.static_mask`` (padded cells add nothing).
-    """
+def static_distribution(theta, a, b, inputs: ModelInputs, c=None, d=None) -> IRTBernoulli:
+    """The distribution of every static label, batch shape (S,), weighted by ``static_mask``."""
     item = inputs.static_item
     eta = cell_eta(theta, a, b, inputs.static_model, item)
-    return IRTBernoulli(
-        eta,
-        None if c is None else c[item],
-        None if d is None else d[item],
-        inputs.static_mask if padded else None,
-    )
+    c, d = (None if x is None else x[item] for x in (c, d))
+    return IRTBernoulli(eta, c, d, inputs.static_mask)
 
 
 def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
     """Bernoulli log likelihood of each static cell, shape (S,); 0 for a padded cell."""
-    dist_ = static_distribution(theta, a, b, inputs, c, d, padded=True)
-    return dist_.log_prob(inputs.static_y)
+    return static_distribution(theta, a, b, inputs, c, d).log_prob(inputs.static_y)
 
 
 def pair_win_probability(p_first, p_second, gamma):
