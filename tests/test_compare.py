@@ -21,7 +21,7 @@ from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior import idata as posterior
-from bayes_dualeval.posterior import loo
+from bayes_dualeval.posterior import loglik, loo
 from bayes_dualeval.runs.compare import compare_runs
 from bayes_dualeval.runs.fit import FitResult, fit, write_run
 
@@ -149,13 +149,13 @@ def test_stored_log_likelihood_is_the_data_per_label_and_prompt():
 def test_large_log_likelihood_thins_draws_or_is_left_out(monkeypatch):
     ds = _dataset()
     inputs, _ = build_inputs(ds, load_spec("dualeval-2pl"))
-    per_draw = posterior._stored_per_draw(inputs)
-    monkeypatch.setattr(posterior, "MAX_POINTWISE", per_draw * 2 * 12)
-    monkeypatch.setattr(posterior, "MIN_LOGLIK_DRAWS", 20)
+    per_draw = loglik._stored_per_draw(inputs)
+    monkeypatch.setattr(loglik, "MAX_POINTWISE", per_draw * 2 * 12)
+    monkeypatch.setattr(loglik, "MIN_LOGLIK_DRAWS", 20)
     thin = _synthetic(ds).idata
     assert thin.log_likelihood.sizes["draw"] == 12  # fewer draws, the same unit
     assert thin.log_likelihood["static"].sizes["static_cell"] == len(ds.static_y)
-    monkeypatch.setattr(posterior, "MIN_LOGLIK_DRAWS", 30)
+    monkeypatch.setattr(loglik, "MIN_LOGLIK_DRAWS", 30)
     none = _synthetic(ds).idata
     assert "log_likelihood" not in none.groups()
     with pytest.raises(InputError, match="left out at fit time: .*fewer than 30 draws"):

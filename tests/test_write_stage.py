@@ -26,7 +26,7 @@ from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior import idata as posterior
-from bayes_dualeval.posterior import summaries
+from bayes_dualeval.posterior import loglik, summaries
 from bayes_dualeval.runs import fit as run
 
 
@@ -127,9 +127,9 @@ def test_log_likelihood_is_thinned_beyond_its_budget(monkeypatch):
     ds = _dataset(n_models=5, n_static=12, n_arena=6, seed=2)
     full, _, inputs, config, draws = _posterior(ds, chains=2, draws=40)
     assert np.array_equal(full.log_likelihood["draw"].values, np.arange(40))
-    per_draw = posterior._per_draw(inputs)
-    monkeypatch.setattr(posterior, "LOGLIK_ELEMENTS", per_draw * 2 * 9)
-    monkeypatch.setattr(posterior, "MIN_LOGLIK_DRAWS", 18)
+    per_draw = loglik._per_draw(inputs)
+    monkeypatch.setattr(loglik, "LOGLIK_ELEMENTS", per_draw * 2 * 9)
+    monkeypatch.setattr(loglik, "MIN_LOGLIK_DRAWS", 18)
     thin = posterior.to_inference_data(draws, ds, inputs, config)
     kept = thin.log_likelihood["draw"].values
     assert len(kept) == 9 and kept[0] == 0 and kept[-1] == 39
@@ -146,8 +146,8 @@ def test_log_likelihood_is_thinned_beyond_its_budget(monkeypatch):
 def test_pointwise_chunks_give_the_same_values():
     ds = _dataset(n_models=5, n_static=12, n_arena=6, seed=2)
     _, _, inputs, config, draws = _posterior(ds, chains=1, draws=23)
-    one = posterior.pointwise_loglik(draws.samples, inputs, config, chunk=23)
-    many = posterior.pointwise_loglik(draws.samples, inputs, config, chunk=5)  # padded last
+    one = loglik.pointwise_loglik(draws.samples, inputs, config, chunk=23)
+    many = loglik.pointwise_loglik(draws.samples, inputs, config, chunk=5)  # padded last
     for key in ("static", "arena"):
         np.testing.assert_allclose(many[key], one[key], rtol=1e-6, atol=1e-6)
 

@@ -1,7 +1,7 @@
 """PSIS-LOO model comparison of fitted posteriors (ArviZ ``az.loo`` and ``az.compare``).
 
 What is left out is one unit of the data, as stored in the ``log_likelihood`` group
-(:func:`bayes_dualeval.posterior.idata.loglik_unit`): **one static label**, or **one arena
+(:func:`bayes_dualeval.posterior.loglik.loglik_unit`): **one static label**, or **one arena
 prompt with its set of pairs** (its rewards under the ``reward`` likelihood, and its mean
 reward when the level term is in the model). A run with both kinds gets one elpd: the
 static labels and the arena prompts are concatenated into one pointwise vector, so its
@@ -33,7 +33,8 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
-from bayes_dualeval.posterior.idata import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR, cell_labels
+from bayes_dualeval.posterior.idata import cell_labels
+from bayes_dualeval.posterior.loglik import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR
 
 #: Columns of :func:`compare` (and of ``bayes-dualeval compare --out``).
 COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "preferred",
