@@ -232,20 +232,26 @@ def empty_compile_cache(tmp_path):
         jax.config.update("jax_compilation_cache_dir", previous)
 
 
-def test_parallel_chains_compile_once_for_data_of_the_same_shapes(empty_compile_cache):
+@pytest.mark.parametrize("chains", [2, 1], ids=["parallel", "one-chain"])
+def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_cache, monkeypatch):
     """The data are arguments of the compiled sampler, not constants of it: a second data
     set of the same shapes (here: same design, other seed) reads every program from the
     persistent compilation cache, and its draws are its own. NumPyro's own parallel
-    method compiles the data into the program, so such a fit compiled everything again."""
+    method compiles the data into the program, so such a fit compiled everything again.
+    Warm-up here starts from the curvature of each data set (as on real data), whose
+    metric and start are arguments too: as constants, every data set compiled its sampler
+    (parallel chains) or its initialisation and curvature pilot (one chain) again."""
     import warnings
 
     from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.inference import metric
     from bayes_dualeval.inference.nuts import run_nuts
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
     from bayes_dualeval.model.inputs import build_inputs
     from bayes_dualeval.model.simulate import simulate
 
+    monkeypatch.setattr(metric, "MIN_TERMS", 0)  # the curvature start, on tiny data
     config = load_spec("dualeval-2pl")
     runs = []
     for seed in (1, 2):  # 6 models, 13 questions, 7 prompts: shapes no other test uses
@@ -255,10 +261,11 @@ def test_parallel_chains_compile_once_for_data_of_the_same_shapes(empty_compile_
             ds = Dataset.from_frames(static=static, arena=arena)
         inputs, _ = build_inputs(ds, config, centred="auto")  # anchored prompts: level start
         assert inputs.n_anchored > 0
-        settings = SamplerSettings(chains=2, warmup=20, draws=10, seed=0, extend=0)
+        settings = SamplerSettings(chains=chains, warmup=20, draws=10, seed=0, extend=0)
         runs.append((inputs, run_nuts(inputs, config, settings)))
     (first_in, first), (second_in, second) = runs
     assert first_in.pair_i.shape == second_in.pair_i.shape  # the premise: same shapes
+    assert first.info["start_metric"] == second.info["start_metric"] == "curvature"
     assert first.info["chain_method"] == "parallel"
     assert first.timings["cache_misses"] > 0, first.timings  # compiled: the cache was empty
     assert second.timings["cache_misses"] == 0, second.timings

@@ -33,8 +33,6 @@ identity.
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -118,17 +116,22 @@ def hessian_diagonal(inputs: ModelInputs, config: ModelConfig, key) -> dict:
         One array per latent site, in the unconstrained coordinates NUTS samples (the
         point is :func:`start_point` with the same ``key``).
     """
-    # the strategy reads the data on the host, so it is made here and passed as static
-    return _diagonal(key, inputs, config, init_strategy(config, inputs))
+    return _diagonal(key, inputs, config)
 
 
 def start_point(inputs: ModelInputs, config: ModelConfig, key) -> dict:
     """The unconstrained point :func:`hessian_diagonal` takes the curvature at."""
-    return _start_only(key, inputs, config, init_strategy(config, inputs))
+    return _start_only(key, inputs, config)
 
 
-def _traced_start(key, inputs: ModelInputs, config: ModelConfig, strategy):
-    """Latent sites at the strategy's start (unconstrained) and the names on item plates."""
+def _traced_start(key, inputs: ModelInputs, config: ModelConfig):
+    """Latent sites at the strategy's start (unconstrained) and the names on item plates.
+
+    The strategy is made here, from the traced inputs: made outside, its data-derived
+    starts (:func:`~bayes_dualeval.inference.start.level_start`) would be constants of the
+    compiled program, a new program for every data set.
+    """
+    strategy = init_strategy(config, inputs)
 
     def traced(site):
         # the strategy may give NumPy constants, which the model cannot index with the
@@ -148,14 +151,14 @@ def _traced_start(key, inputs: ModelInputs, config: ModelConfig, strategy):
     return start, local
 
 
-@partial(jax.jit, static_argnums=(2, 3))
-def _start_only(key, inputs: ModelInputs, config: ModelConfig, strategy) -> dict:
-    return _traced_start(key, inputs, config, strategy)[0]
+@jax.jit
+def _start_only(key, inputs: ModelInputs, config: ModelConfig) -> dict:
+    return _traced_start(key, inputs, config)[0]
 
 
-@partial(jax.jit, static_argnums=(2, 3))
-def _diagonal(key, inputs: ModelInputs, config: ModelConfig, strategy) -> dict:
-    start, local = _traced_start(key, inputs, config, strategy)
+@jax.jit
+def _diagonal(key, inputs: ModelInputs, config: ModelConfig) -> dict:
+    start, local = _traced_start(key, inputs, config)
     grad = jax.grad(lambda z: potential_energy(dualeval_model, (inputs, config), {}, z))
     flat, unravel = ravel_pytree(start)
     # ravel_pytree flattens a dict in the order of its sorted keys
