@@ -273,6 +273,37 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_c
     assert not np.allclose(first.samples["theta"], second.samples["theta"])
 
 
+@pytest.mark.parametrize("sampler", ["svi", "map"])
+def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler, empty_compile_cache):
+    """Static cells and decisive pairs are padded to size buckets for SVI and MAP too: a
+    second data set of the same design whose counts of decisive pairs differ (ties and
+    both-bad pairs vary with the rewards) reads every program from the cache."""
+    import warnings
+
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.inference.sampling import sample
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.simulate import simulate
+
+    config = load_spec("dualeval-2pl")
+    settings = SamplerSettings(sampler=sampler, svi_steps=100, draws=10, seed=0, map_steps=1)
+    runs = []
+    for seed in (1, 3):  # 6 models, 13 questions, 9 prompts: shapes no other test uses
+        static, arena, _ = simulate(6, 13, 9, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = Dataset.from_frames(static=static, arena=arena)
+        inputs, _ = build_inputs(ds, config)
+        runs.append((inputs, sample(inputs, config, settings)))
+    (first_in, first), (second_in, second) = runs
+    assert first_in.pair_i.shape != second_in.pair_i.shape  # the premise: other sizes
+    assert first.timings["cache_misses"] > 0, first.timings  # compiled: the cache was empty
+    assert second.timings["cache_misses"] == 0, second.timings
+    assert not np.allclose(first.samples["theta"], second.samples["theta"])
+
+
 def test_the_compile_cache_is_pruned_to_its_bound_oldest_first(tmp_path):
     import os
 

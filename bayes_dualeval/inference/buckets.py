@@ -9,8 +9,12 @@ them share one: a pair of weight 0 adds ``0 * log sigmoid(x) = 0`` to the arena 
 padded static cell is masked out of the likelihood (``ModelInputs.static_mask``). The
 posterior is the same; the gradient does up to :data:`STEP` - 1 more work on those terms.
 
-Only NUTS pads (its compilation is the long one); the draws, and everything computed from
-them afterwards, see the data as they are.
+Every sampler pads: NUTS itself (:func:`~bayes_dualeval.inference.nuts.run_nuts`), SVI and
+MAP before their data are split over devices
+(:func:`~bayes_dualeval.inference.sampling.sample`); SVI draws its random batches from
+the padded terms (a padded term in a batch adds nothing, so the estimate stays unbiased)
+and decides whether to batch by the terms of the data (:func:`data_terms`). The draws, and
+everything computed from them afterwards, see the data as they are.
 """
 
 from __future__ import annotations
@@ -79,3 +83,13 @@ def padded_to(inputs: ModelInputs, bs: int, bp: int) -> ModelInputs:
         pair_t=_pad(inputs.pair_t, bp),
         pair_item=_pad(inputs.pair_item, bp),
     )
+
+
+def data_terms(inputs: ModelInputs) -> tuple[int, int]:
+    """Static cells and decisive pairs of the data, padding left out.
+
+    A padded cell has mask 0 and a padded pair weight 0; every cell of the data has mask
+    1 and every decisive pair a positive weight
+    (:func:`~bayes_dualeval.model.inputs.pair_weights`).
+    """
+    return int(jnp.sum(inputs.static_mask > 0)), int(jnp.sum(inputs.pair_w > 0))

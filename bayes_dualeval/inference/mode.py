@@ -69,6 +69,7 @@ from scipy.optimize import minimize
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.core.fields import setting
+from bayes_dualeval.inference.buckets import data_terms
 from bayes_dualeval.inference.draws import Draws, timed
 from bayes_dualeval.inference.item_integral import (
     ITEM_PLATE,
@@ -174,7 +175,7 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
     place = replicated_like(inputs)  # one layout of the carried solutions: one program
     x_start = place(_unsolved_items(inputs, items))
     state = {"x": x_start, "evaluations": 0}
-    n_obs = int(inputs.static_y.size + inputs.arena_z.size)
+    n_obs = data_terms(inputs)[0] + int(inputs.arena_z.size)  # padded cells left out
     grad_tol = GTOL * np.sqrt(max(n_obs, 1))
     history = []  # the objective at the start and after each iteration
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.core.fields import setting
+from bayes_dualeval.inference.buckets import padded
 from bayes_dualeval.inference.draws import Draws
 from bayes_dualeval.inference.mode import check_map_supports, run_map
 from bayes_dualeval.inference.nuts import run_nuts
@@ -72,8 +73,8 @@ def sample(
         When the sampler cannot fit the specification (:func:`check_supported`).
     """
     check_supported(config, settings)
-    if settings.sampler != "nuts":
-        inputs = shard(inputs, data_devices(settings.shards))
+    if settings.sampler != "nuts":  # NUTS pads in run_nuts, after judging the data
+        inputs = shard(padded(inputs), data_devices(settings.shards))
     if settings.sampler == "map":
         return run_map(inputs, config, settings)
     if settings.sampler == "svi":

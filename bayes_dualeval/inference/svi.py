@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,7 @@ import numpyro
 from numpyro.infer import SVI, Predictive
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
+from bayes_dualeval.inference.buckets import data_terms
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.elbo import OrderedELBO
 from bayes_dualeval.inference.settings import SamplerSettings
@@ -54,12 +57,11 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         ``guide``, ``static_batch`` and ``pair_batch`` (terms per step, 0: all),
         ``steps``, ``converged``, ``final_loss`` and ``losses``.
     """
-    inputs = inputs.with_batches(
-        settings.batch_size(inputs.static_y.shape[0]), settings.batch_size(inputs.pair_i.shape[0])
-    )
+    n_static, n_pairs = data_terms(inputs)  # padding left out (inference/buckets.py)
+    inputs = inputs.with_batches(settings.batch_size(n_static), settings.batch_size(n_pairs))
     batched = bool(inputs.static_batch or inputs.pair_batch)
     guide_cls = AutoNormal if settings.guide == "normal" else AutoLowRankMultivariateNormal
-    guide = guide_cls(dualeval_model, init_loc_fn=init_strategy(config, inputs))
+    guide = guide_cls(dualeval_model)  # its start is set from the traced inputs, below
     svi = SVI(dualeval_model, guide, numpyro.optim.Adam(settings.svi_lr), OrderedELBO())
     key_fit, key_draw = jax.random.split(jax.random.PRNGKey(settings.seed))
     window = min(WINDOW, settings.svi_steps)
@@ -74,7 +76,7 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         # reads only its site names, shapes and supports, never its values. Every program
         # takes the data as an argument (closed over, JAX would write them into the
         # program as constants: a program per data set, and the whole data in its text).
-        state = jax.jit(svi.init)(key_fit, inputs, config)
+        state = jax.jit(partial(_init, svi))(key_fit, inputs, config)
 
         step = _window(svi, config, window)
         done = 0
@@ -130,6 +132,17 @@ def run_svi(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
         "losses": losses,
     }
     return Draws(samples=samples, timings=timings, info=info)
+
+
+def _init(svi: SVI, key, inputs: ModelInputs, config: ModelConfig):
+    """``svi.init``, the guide starting where the chains would (:func:`init_strategy`).
+
+    The start is made from the inputs being traced: made from the data outside, its
+    data-derived values (the level term's ``gamma`` and ``level_c``) would be constants of
+    the program, a new program for every data set.
+    """
+    svi.guide.init_loc_fn = init_strategy(config, inputs)
+    return svi.init(key, inputs, config)
 
 
 def _window(svi: SVI, config: ModelConfig, length: int):
