@@ -9,6 +9,10 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
   run folder (tables, checks and report included), each with a cold JAX compilation
   cache of its own;
 * ``nuts-warm``: the same NUTS command again, with the cache the cold run filled;
+* ``nuts-twin``, ``map-twin``, ``svi-twin``: the sampler on a twin of the data (the same
+  panel re-graded: every 50th static label dropped, every reward moved by 5% of the
+  rewards' sd; :func:`twin_data`), with the cache that sampler's cold run filled: what a
+  second fit of similar data costs (shape buckets, data and starts as arguments);
 * ``nutpie``: ``scripts/pymc_dualeval.py`` (the same model and priors written plainly in
   PyMC, sampled by nutpie, 1,000 + 1,000 iterations on 4 chains); it needs ``pymc`` and
   ``nutpie`` in the interpreter given by ``--nutpie-python`` (default: this one). Its
@@ -39,7 +43,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO.parent / "shared" / "data" / "real"
-RUNNERS = ("reference", "nuts", "nuts-warm", "map", "svi", "nutpie")
+RUNNERS = (
+    "reference",
+    "nuts",
+    "nuts-warm",
+    "nuts-twin",
+    "map",
+    "map-twin",
+    "svi",
+    "svi-twin",
+    "nutpie",
+)
 
 
 def paper_data(tmp: Path) -> Path:
@@ -51,6 +65,62 @@ def paper_data(tmp: Path) -> Path:
             check=True, capture_output=True,
         )  # fmt: skip
     return out
+
+
+def twin_data(data: Path, out: Path) -> Path:
+    """A twin of ``data``: the same models, items and prompts, re-graded.
+
+    Every 50th static label is dropped (where its item keeps a success and a failure) and
+    every reward moved by a normal of 5% of the
+    rewards' sd (seeded); other files are copied. The arena cells stay (they are not
+    padded); the counts of static labels and decisive pairs change, as they would when a
+    benchmark is re-run.
+    """
+    import shutil
+
+    import numpy as np
+
+    if out.exists():
+        return out
+    rng = np.random.default_rng(50)
+    for path in sorted(p for p in data.rglob("*") if p.is_file()):
+        target = out / path.relative_to(data)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix != ".jsonl":
+            shutil.copyfile(path, target)
+            continue
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if rows and "reward" in rows[0]:
+            sd = float(np.std([r["reward"] for r in rows]))
+            for r in rows:
+                r["reward"] = round(r["reward"] + float(rng.normal(0.0, 0.05 * sd)), 6)
+        elif rows and "correct" in rows[0]:
+            rows = _drop_labels(rows)
+        target.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def _drop_labels(rows: list[dict]) -> list[dict]:
+    """The rows less every 50th label, where its item keeps a success and a failure.
+
+    The loader sets aside items without both outcomes; a twin keeps every item.
+    """
+
+    def item(r):
+        return r.get("dataset"), r.get("sample_index"), r.get("item_id")
+
+    left: dict = {}
+    for r in rows:
+        counts = left.setdefault(item(r), [0, 0])
+        counts[int(r["correct"])] += 1
+    kept = []
+    for k, r in enumerate(rows):
+        counts = left[item(r)]
+        if k % 50 == 49 and counts[int(r["correct"])] > 1:
+            counts[int(r["correct"])] -= 1
+            continue
+        kept.append(r)
+    return kept
 
 
 def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float, int, str]:
@@ -152,10 +222,13 @@ def main(argv=None) -> int:
             )
             for runner in runners.split(","):
                 out = tmp / f"{name.split()[0]}-{runner}"
-                cmd = command(runner, data, out, args.nutpie_python)
+                source = data
+                if runner.endswith("-twin"):
+                    source = twin_data(data, tmp / f"{name.split()[0]}-twin-data")
+                cmd = command(runner, source, out, args.nutpie_python)
                 # each sampler starts from an empty compile cache of its own (the posterior
                 # and checks programs would otherwise carry over from one to the next);
-                # nuts-warm reads the one its cold run filled
+                # nuts-warm and the twins read the one their cold run filled
                 cache = tmp / f"jax-cache-{name.split()[0]}-{runner.split('-')[0]}"
                 run_env = dict(env, BAYES_DUALEVAL_CACHE=str(cache))
                 seconds, peak, code, tail = timed(cmd, run_env, tmp / f"{out.name}.log")
