@@ -232,6 +232,20 @@ def empty_compile_cache(tmp_path):
         jax.config.update("jax_compilation_cache_dir", previous)
 
 
+def _simulated_inputs(config, prompts: int, seed: int, **build):
+    """Model inputs of 6 simulated models, 13 questions and ``prompts`` prompts.
+
+    Shapes no other test uses, so that the first fit finds nothing in the cache.
+    """
+    from conftest import frames_dataset
+
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.simulate import simulate
+
+    static, arena, _ = simulate(6, 13, prompts, seed=seed)
+    return build_inputs(frames_dataset(static, arena), config, **build)[0]
+
+
 @pytest.mark.parametrize("chains", [2, 1], ids=["parallel", "one-chain"])
 def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_cache, monkeypatch):
     """The data are arguments of the compiled sampler, not constants of it: a second data
@@ -241,26 +255,17 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_c
     Warm-up here starts from the curvature of each data set (as on real data), whose
     metric and start are arguments too: as constants, every data set compiled its sampler
     (parallel chains) or its initialisation and curvature pilot (one chain) again."""
-    import warnings
-
-    from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.inference import metric
     from bayes_dualeval.inference.nuts import run_nuts
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
-    from bayes_dualeval.model.inputs import build_inputs
-    from bayes_dualeval.model.simulate import simulate
 
     monkeypatch.setattr(metric, "MIN_TERMS", 0)  # the curvature start, on tiny data
     config = load_spec("dualeval-2pl")
     runs = []
-    for seed in (1, 2):  # 6 models, 13 questions, 7 prompts: shapes no other test uses
-        static, arena, _ = simulate(6, 13, 7, seed=seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds = Dataset.from_frames(static=static, arena=arena)
-        inputs, _ = build_inputs(ds, config, centred="auto")  # anchored prompts: level start
-        assert inputs.n_anchored > 0
+    for seed in (1, 2):
+        inputs = _simulated_inputs(config, 7, seed, centred="auto")
+        assert inputs.n_anchored > 0  # anchored prompts: the level term's start
         settings = SamplerSettings(chains=chains, warmup=20, draws=10, seed=0, extend=0)
         runs.append((inputs, run_nuts(inputs, config, settings)))
     (first_in, first), (second_in, second) = runs
@@ -278,24 +283,15 @@ def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler, empty_compi
     """Static cells and decisive pairs are padded to size buckets for SVI and MAP too: a
     second data set of the same design whose counts of decisive pairs differ (ties and
     both-bad pairs vary with the rewards) reads every program from the cache."""
-    import warnings
-
-    from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.inference.sampling import sample
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
-    from bayes_dualeval.model.inputs import build_inputs
-    from bayes_dualeval.model.simulate import simulate
 
     config = load_spec("dualeval-2pl")
     settings = SamplerSettings(sampler=sampler, svi_steps=100, draws=10, seed=0, map_steps=1)
     runs = []
-    for seed in (1, 3):  # 6 models, 13 questions, 9 prompts: shapes no other test uses
-        static, arena, _ = simulate(6, 13, 9, seed=seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds = Dataset.from_frames(static=static, arena=arena)
-        inputs, _ = build_inputs(ds, config)
+    for seed in (1, 3):
+        inputs = _simulated_inputs(config, 9, seed)
         runs.append((inputs, sample(inputs, config, settings)))
     (first_in, first), (second_in, second) = runs
     assert first_in.pair_i.shape != second_in.pair_i.shape  # the premise: other sizes
