@@ -127,3 +127,75 @@ def potential(inputs, config, point):
     from numpyro.infer.util import log_density
 
     return log_density(dualeval_model, (inputs, config), {}, point)[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_give_the_answers_of_one_process_with_two_devices(tmp_path):
+    """``--coordinator``: two processes (as on two hosts) joined by jax.distributed, each
+    holding one CPU device and half of the cells, write what one process splitting the
+    data over two host devices writes. MAP: its first inner solve starts from a sentinel
+    that every process must place alike (it was NaN, which the processes' check of equal
+    values refused)."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+    from conftest import invoke
+
+    data = tmp_path / "data"
+    cmd = [sys.executable, "-m", "bayes_dualeval"]
+    make = [*cmd, "simulate", data, "--models", "6", "--static-items", "40"]
+    subprocess.run([*make, "--arena-prompts", "9", "--seed", "4"], check=True, capture_output=True)
+    fit_args = ["fit", data, "--sampler", "map", "--shards", "2", "--no-report", "-q"]
+    one = invoke(*fit_args, "--out", tmp_path / "one")
+    assert one.exit_code == 0, one.output
+    join = ["--coordinator", f"127.0.0.1:{_free_port()}", "--processes", "2"]
+    runs = [
+        subprocess.Popen(
+            [*map(str, [*cmd, *fit_args, "--out", tmp_path / "two", *join, "--process-id", k])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        )
+        for k in (1, 0)
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "one", "two"]
+    tables = (("leaderboard", "model", "theta_mean"), ("items", "item", "b_mean"))
+    for table, key, column in tables:
+        a = pd.read_csv(tmp_path / "one" / f"{table}.csv").set_index(key)[column]
+        b = pd.read_csv(tmp_path / "two" / f"{table}.csv").set_index(key)[column]
+        np.testing.assert_allclose(b.loc[a.index], a, atol=1e-6, err_msg=table)
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--processes", "2", "--process-id", "0"], "need --coordinator"),
+        (["--coordinator", "127.0.0.1:1", "--processes", "2"], "needs --processes and"),
+        (["--coordinator", "h:1", "--processes", "2", "--process-id", "0", "--sampler", "nuts"],
+         "NUTS runs its chains"),
+        (["--coordinator", "h:1", "--processes", "2", "--process-id", "0", "--sampler", "svi",
+          "--shards", "3"], "multiple of --processes"),
+        (["--coordinator", "h", "--processes", "2", "--process-id", "0", "--sampler", "svi",
+          "--shards", "2"], "host:port"),
+        (["--coordinator", "h:1", "--processes", "2", "--process-id", "2", "--sampler", "svi",
+          "--shards", "2"], "between 0 and 1"),
+    ],
+)  # fmt: skip
+def test_several_process_options_are_checked_before_anything_runs(tmp_data, options, words):
+    from conftest import invoke
+
+    result = invoke("fit", tmp_data.root, *options)
+    assert result.exit_code != 0
+    assert words in result.output, result.output

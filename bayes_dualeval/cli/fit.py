@@ -105,13 +105,34 @@ def _run_option(*decls, **kwargs):
     "writes them): a regression prior on difficulty and discrimination; items in it without "
     "responses are calibrated from their features (docs/model.md).",
 )
+@_run_option(
+    "--coordinator",
+    default=None,
+    metavar="HOST:PORT",
+    help="Run on several hosts: where process 0 listens; every process runs the same command "
+    "with its own --process-id, and --shards splits SVI's and MAP's data over the devices of "
+    "all of them (docs/performance.md). Process 0 writes the run folder.",
+)
+@_run_option(
+    "--processes",
+    type=click.IntRange(1),
+    default=None,
+    help="With --coordinator: how many processes take part.",
+)
+@_run_option(
+    "--process-id",
+    type=click.IntRange(0),
+    default=None,
+    help="With --coordinator: this process (0 to --processes minus 1).",
+)
 @fit_anomalies_option
 @_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @clean_errors
 def fit(
     data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, item_features,
-    anomalies, no_report, quiet, reward_norm, skip_invalid, **fields,
+    coordinator, processes, process_id, anomalies, no_report, quiet, reward_norm,
+    skip_invalid, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -130,15 +151,21 @@ def fit(
     """
     import time
 
-    from bayes_dualeval.inference.device import configure
+    from bayes_dualeval.inference.device import configure, is_writer
 
     sampler = fields["sampler"]
+    cluster = _cluster(coordinator, processes, process_id, sampler, fields["shards"])
     # host devices on a CPU: one per NUTS chain, or one per shard of SVI's and MAP's data
+    # (a process of a several-host run holds its share of the shards)
+    per_process = fields["shards"] // (cluster.processes if cluster else 1)
     configure(
         device,
-        fields["chains"] if sampler == "nuts" else fields["shards"],
+        fields["chains"] if sampler == "nuts" else per_process,
         compile_cache=not no_compile_cache,
+        cluster=cluster,
     )
+    writer = is_writer()
+    quiet = quiet or not writer
 
     from bayes_dualeval.core.atomic import check_new_folder
     from bayes_dualeval.data.dataset import load
@@ -153,7 +180,8 @@ def fit(
     _import_in_background(after + ([] if no_report else ["bayes_dualeval.report.document"]))
     config, settings = build_settings(model_name, fields, progress=not quiet)
     check_supported(config, settings)  # e.g. MAP with 3pl: fail before reading the data
-    run_dir = check_new_folder(out) if out else default_run_dir(sampler)
+    if writer:
+        run_dir = check_new_folder(out) if out else default_run_dir(sampler)
     start = time.perf_counter()
     ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
     features = None
@@ -168,6 +196,8 @@ def fit(
         ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed,
         features=features, features_name=item_features or "features",
     )  # fmt: skip
+    if not writer:  # the fit needed every process; its output is process 0's to write
+        return
     if features is not None:
         from bayes_dualeval.data.features import describe
 
@@ -182,6 +212,37 @@ def fit(
         )
     run_dir = output.write(result, run_dir, ci=ci, anomalies=anomalies, report=not no_report)
     _tell(result, run_dir, sampler, ci)
+
+
+def _cluster(coordinator, processes, process_id, sampler: str, shards: int):
+    """The :class:`~bayes_dualeval.inference.device.Cluster` ``--coordinator`` asks for, or None.
+
+    Raises
+    ------
+    click.UsageError
+        For ``--processes`` or ``--process-id`` without ``--coordinator`` (or the reverse),
+        NUTS (its chains run on one host's devices), or ``--shards`` that the processes
+        cannot share equally.
+    """
+    from bayes_dualeval.inference.device import Cluster
+
+    if coordinator is None:
+        if processes is not None or process_id is not None:
+            raise click.UsageError("--processes and --process-id need --coordinator")
+        return None
+    if processes is None or process_id is None:
+        raise click.UsageError("--coordinator needs --processes and --process-id")
+    if sampler == "nuts":
+        raise click.UsageError(
+            "several processes split SVI's and MAP's data (--shards); NUTS runs its chains on "
+            "the devices of one host (--chains)"
+        )
+    if shards % processes:
+        raise click.UsageError(
+            f"--shards {shards} cannot be shared equally by {processes} processes: use a "
+            "multiple of --processes"
+        )
+    return Cluster(coordinator, processes, process_id)
 
 
 def build_settings(

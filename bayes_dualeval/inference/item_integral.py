@@ -190,13 +190,13 @@ class ItemIntegral:
     def objective(self, u, x_start):
         """Negative log marginal posterior density of the globals, and by-products.
 
-        ``x_start`` (d, Q) starts each item's Newton solve (NaN: at its prior mean). The
+        ``x_start`` (d, Q) starts each item's Newton solve (not finite: at its prior mean). The
         by-products are the item modes (the next start), whether every inner solve
         converged, and the unconstrained item sites at their conditional posterior means.
         """
         log_prior, theta, extra, (loc, scale, origin, slope) = self.read(u)
         frozen = jax.lax.stop_gradient((theta, extra, loc, scale))
-        x_start = jnp.where(jnp.isnan(x_start), frozen[2], x_start)
+        x_start = jnp.where(jnp.isfinite(x_start), x_start, frozen[2])
         x_hat, ok = self._newton(x_start, *frozen)
         x_hat = jax.lax.stop_gradient(x_hat)
         # One more Newton step, differentiable: it is zero at the mode, so the value is

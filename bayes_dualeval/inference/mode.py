@@ -242,9 +242,13 @@ def _objective(u, x_start, inputs, config, items):
 
 
 def _unsolved_items(inputs, items):
-    """The first inner solves start at the items' prior means (NaN says so)."""
+    """The first inner solves start at the items' prior means (infinity says so).
+
+    Not NaN: a run over several processes checks that every process places the same
+    values, and NaN is not equal to itself.
+    """
     shape = (item_dimension(items), inputs.n_items) if items else (0,)
-    return jnp.full(shape, jnp.nan, dtype=jnp.float64)
+    return jnp.full(shape, jnp.inf, dtype=jnp.float64)
 
 
 # Module level, so that later fits of data of the same shapes reuse the compiled code.

@@ -41,14 +41,29 @@ AXIS = "data"
 
 
 def data_devices(shards: int) -> list:
-    """The first ``shards`` devices of JAX's default backend.
+    """``shards`` devices of JAX's default backend: the first ones of each process.
+
+    One process: its first ``shards`` devices. A run over several processes
+    (:class:`~bayes_dualeval.inference.device.Cluster`): ``shards / processes`` devices of
+    each, so that every process holds its share of the data.
 
     Raises
     ------
     ConfigError
-        If there are fewer, saying how to make more host devices on a CPU.
+        If there are fewer, saying how to make more host devices on a CPU, or the
+        processes cannot share ``shards`` equally.
     """
     devices = jax.devices()
+    count = jax.process_count()
+    if count > 1:
+        if shards % count:
+            raise ConfigError(
+                f"{setting('shards', shards)} cannot be shared equally by {count} processes"
+            )
+        own = [[d for d in devices if d.process_index == p] for p in range(count)]
+        per = shards // count
+        if all(len(d) >= per for d in own):
+            return [d for ds in own for d in ds[:per]]
     if shards > len(devices):
         raise ConfigError(
             f"{setting('shards', shards)} asks for {shards} devices, but JAX sees "
