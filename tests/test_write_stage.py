@@ -246,3 +246,50 @@ def test_interval_matches_numpy_quantile(monkeypatch):
         np.testing.assert_allclose(hi, ref[1], rtol=1e-6, atol=1e-6)
     lo, hi = summaries.interval(np.ones((1, 4)), 0.9)
     assert np.isnan(lo).all() and np.isnan(hi).all() and lo.shape == (4,)
+
+
+def test_posterior_file_keeps_whole_thinned_draws_beyond_its_bound(tmp_path, monkeypatch):
+    """Above the bound posterior.nc keeps evenly spaced draws, every site of each (joint
+    draws for predictions), says so, and leaves the run's own InferenceData whole."""
+    import json
+    from types import SimpleNamespace
+
+    from bayes_dualeval.posterior import stored
+
+    ds = _dataset(n_models=5, n_static=12, n_arena=6, seed=2)
+    idata, *_ = _posterior(ds, chains=2, draws=60)
+    same, info = stored.stored_posterior(idata)
+    assert same is idata and info is None  # small: every draw
+    per_draw = sum(v.size for v in idata.posterior.data_vars.values()) // 120
+    monkeypatch.setattr(stored, "MAX_STORED_VALUES", per_draw * 30)  # room for 30 draws
+    monkeypatch.setattr(stored, "MIN_STORED_DRAWS", 10)
+    thinned, info = stored.stored_posterior(idata)
+    assert info == {
+        "draws_per_chain": 60,
+        "kept_per_chain": 15,
+        "values_per_draw": per_draw,
+        "max_stored_values": per_draw * 30,
+    }
+    keep = thinned.posterior["draw"].values
+    assert len(keep) == 15 and keep[0] == 0 and keep[-1] == 59
+    assert np.all(np.diff(np.diff(keep)) <= 1)  # evenly spaced, to rounding
+    for name in ("theta", "b", "gamma"):  # the same draws of every site
+        np.testing.assert_array_equal(
+            thinned.posterior[name].values, idata.posterior[name].values[:, keep]
+        )
+    assert idata.posterior.sizes["draw"] == 60  # the run keeps every draw
+    assert json.loads(thinned.posterior.attrs[stored.THINNED_ATTR]) == info
+    if "log_likelihood" in idata.groups():  # its own budget, untouched
+        assert thinned.log_likelihood.sizes == idata.log_likelihood.sizes
+    monkeypatch.setattr(stored, "MIN_STORED_DRAWS", 100)  # the floor wins over the bound
+    assert stored.stored_posterior(idata)[1]["kept_per_chain"] == 50
+
+    monkeypatch.setattr(stored, "MIN_STORED_DRAWS", 10)
+    result = SimpleNamespace(idata=idata, diagnostics={"timings": {}})
+    out = run.write_run(result, tmp_path / "run")
+    back = az.from_netcdf(out / "posterior.nc")
+    assert back.posterior.sizes["draw"] == 15
+    assert json.loads(back.posterior.attrs[stored.THINNED_ATTR]) == info
+    written = json.loads((out / "diagnostics.json").read_text())
+    assert written["posterior_file"] == info
+    assert "15 evenly spaced of the 60 draws" in stored.thinning_note(info)

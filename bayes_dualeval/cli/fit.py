@@ -306,6 +306,11 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
     if held:
         click.echo(holdout_line(held))
     click.echo(f"wrote {run_dir}")
+    stored = result.diagnostics.get("posterior_file")
+    if stored:
+        from bayes_dualeval.posterior.stored import thinning_note
+
+        click.secho(f"note: {thinning_note(stored)}", err=True, fg="yellow")
     conv = result.convergence
     for problem in conv.problems:
         click.secho(f"warning: convergence: {to_flags(problem)}", err=True, fg="red")

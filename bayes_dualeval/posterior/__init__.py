@@ -7,4 +7,6 @@
 - :mod:`~bayes_dualeval.posterior.diagnostics`: R-hat, ESS, divergences, E-BFMI and the
   convergence verdict (:func:`~bayes_dualeval.posterior.diagnostics.convergence`).
 - :mod:`~bayes_dualeval.posterior.summaries`: the leaderboard and pairwise tables.
+- :mod:`~bayes_dualeval.posterior.stored`: what ``posterior.nc`` keeps of the draws
+  (evenly thinned above a bound).
 """

@@ -300,6 +300,10 @@ def default_run_dir(sampler: str, root: str | Path = "runs") -> Path:
 def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
     """Write ``posterior.nc`` and ``diagnostics.json`` (and ``extra``) into a new folder.
 
+    ``posterior.nc`` keeps every draw up to a bound, evenly thinned draws beyond it
+    (:func:`~bayes_dualeval.posterior.stored.stored_posterior`; then
+    ``diagnostics["posterior_file"]`` says so); ``result`` keeps them all.
+
     Parameters
     ----------
     result : FitResult
@@ -314,9 +318,14 @@ def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
     Path
         The run folder.
     """
+    from bayes_dualeval.posterior.stored import stored_posterior
+
     with atomic.staged_folder(out) as staging:
         start = time.perf_counter()
-        write_netcdf(result.idata, staging / POSTERIOR_FILE)
+        stored, thinned = stored_posterior(result.idata)
+        if thinned:
+            result.diagnostics["posterior_file"] = thinned
+        write_netcdf(stored, staging / POSTERIOR_FILE)
         if extra is not None:
             extra(staging, result)
         result.diagnostics["timings"]["write"] = round(time.perf_counter() - start, 3)
