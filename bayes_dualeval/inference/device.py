@@ -70,7 +70,7 @@ class Cluster:
 
     Every process runs the same command with its own ``process_id``; JAX's coordination
     service at ``coordinator`` (``host:port`` of process 0) joins them, after which
-    :func:`jax.devices` lists the devices of every process and a ``--shards`` run splits
+    :func:`jax.devices` lists the devices of every process and a sharded run splits
     SVI's and MAP's cells and pairs across all of them. Process 0 writes the run folder.
 
     Parameters
@@ -154,7 +154,7 @@ def configure(
         join(cluster, device)
     if device == "gpu":
         try:
-            gpus = jax.devices("gpu")
+            gpus = jax.local_devices(backend="gpu")  # this process's (several hosts)
         except RuntimeError:
             gpus = []
         if not gpus:
