@@ -173,7 +173,10 @@ def _tiny_inputs():
     return inputs, config
 
 
-def test_nuts_draws_more_rounds_while_the_check_fails():
+def test_nuts_draws_more_rounds_while_the_check_fails(caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="bayes_dualeval")
     inputs, config = _tiny_inputs()
     # at the last divergence target acceptance already, a round always continues the chains
     settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=TOP)
@@ -186,6 +189,12 @@ def test_nuts_draws_more_rounds_while_the_check_fails():
     draws = run_nuts(inputs, config, settings, until=until)
     assert calls == [20, 40]
     assert draws.info["rounds"] == 2
+    # each round is said as it starts and ends (parallel chains have no progress bar)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("bayes_dualeval")]
+    assert said[0] == "round 1: 1 chain(s), 50 warm-up iterations and 20 draws each"
+    assert said[1].startswith("round 1 finished")
+    assert said[2] == "round 2: the convergence check has not passed; 20 more draws per chain"
+    assert said[3].startswith("round 2 finished") and len(said) == 4
     assert draws.samples["theta"].shape[:2] == (1, 40)
     assert draws.stats["diverging"].shape == (1, 40)
     # the continued chain carries on from where it stopped: no restart at the initial point

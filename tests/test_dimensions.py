@@ -195,6 +195,9 @@ def test_two_dimensional_fit_writes_its_tables_and_report(two_dim_run):
 
     out, truth, output = two_dim_run
     assert "strongest by dimension (abilities.csv, loadings.csv)" in output
+    # the round lines of a run that is not quiet (chains in parallel draw no progress bar)
+    assert "round 1: 2 chain(s), 300 warm-up iterations and 300 draws each" in output
+    assert "round 1 finished" in output
     abilities = pd.read_csv(out / "abilities.csv")
     assert list(abilities.columns[:7]) == [
         "model", "dimension", "label", "theta_mean", "theta_sd", "theta_lo", "theta_hi",

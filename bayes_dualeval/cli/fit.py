@@ -22,6 +22,7 @@ from bayes_dualeval.cli.shared import (
     clean_errors,
     data_argument,
     fit_anomalies_option,
+    progress_lines,
     reward_norm_option,
     say,
     skip_invalid_option,
@@ -192,10 +193,11 @@ def fit(
     timings = {"data": round(time.perf_counter() - start, 3)}
     say(ds.summary(), quiet)
     say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
-    result = run_fit(
-        ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed,
-        features=features, features_name=item_features or "features",
-    )  # fmt: skip
+    with progress_lines(quiet):
+        result = run_fit(
+            ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed,
+            features=features, features_name=item_features or "features",
+        )  # fmt: skip
     if not writer:  # the fit needed every process; its output is process 0's to write
         return
     if features is not None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
 import warnings
+from contextlib import contextmanager
 
 import click
 
@@ -201,3 +203,27 @@ def anomalies_option(*, default, section: str = "Options", note: str = ""):
 
 fit_anomalies_option = anomalies_option(default=str(ANOMALY_TOP), section="Run")
 report_anomalies_option = anomalies_option(default=None, note="  [default: the run's]")
+
+
+class _Lines(logging.Handler):
+    """The library's progress records, one line each on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(record.getMessage(), err=True)
+
+
+@contextmanager
+def progress_lines(quiet: bool):
+    """Show the library's INFO records (what each sampling round does) unless ``quiet``."""
+    if quiet:
+        yield
+        return
+    log = logging.getLogger("bayes_dualeval")
+    handler, level = _Lines(level=logging.INFO), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
