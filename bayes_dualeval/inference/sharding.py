@@ -62,8 +62,13 @@ def data_devices(shards: int) -> list:
             )
         own = [[d for d in devices if d.process_index == p] for p in range(count)]
         per = shards // count
-        if all(len(d) >= per for d in own):
-            return [d for ds in own for d in ds[:per]]
+        short = [p for p, ds in enumerate(own) if len(ds) < per]
+        if short:  # the first global devices would leave these processes without data
+            raise ConfigError(
+                f"{setting('shards', shards)} needs {per} device(s) in each of {count} "
+                f"processes; process(es) {', '.join(map(str, short))} have fewer"
+            )
+        return [d for ds in own for d in ds[:per]]
     if shards > len(devices):
         raise ConfigError(
             f"{setting('shards', shards)} asks for {shards} devices, but JAX sees "
