@@ -2,6 +2,8 @@
 
 - :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL and CSV rows
   (:func:`~bayes_dualeval.data.readers.read_paths`).
+- :mod:`~bayes_dualeval.data.values`: one field's checks and conversion, shared by every
+  reader.
 - :mod:`~bayes_dualeval.data.parquet`: Parquet files (optional pyarrow), the same rules
   applied by column (:mod:`~bayes_dualeval.data.columns`: one check per distinct value).
 - :mod:`~bayes_dualeval.data.tables`: rows to canonical tables, cleaning, indexing and

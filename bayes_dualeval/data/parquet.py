@@ -22,7 +22,7 @@ import pandas as pd
 
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data import wide
+from bayes_dualeval.data import values, wide
 from bayes_dualeval.data.columns import Checked, check_column, decoded
 
 
@@ -97,11 +97,11 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
     from bayes_dualeval.data import readers
 
     rules = {
-        "model_label": lambda v: readers.text_field(v, "model_label"),
-        "dataset": lambda v: readers.text_field(v, "dataset"),
-        "item_id": lambda v: readers.text_field(v, "item_id"),
-        "sample_index": readers.index_field,
-        "correct": readers.correct_field,
+        "model_label": lambda v: values.text_field(v, "model_label"),
+        "dataset": lambda v: values.text_field(v, "dataset"),
+        "item_id": lambda v: values.text_field(v, "item_id"),
+        "sample_index": values.index_field,
+        "correct": values.correct_field,
     }
     checked = {n: check_column(by_name.pop(n), rules[n]) for n in list(by_name) if n in rules}
     if "reward" in by_name:
@@ -181,11 +181,9 @@ def _rewards(column) -> Checked:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from bayes_dualeval.data import readers
-
     arr = decoded(column)
     if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
-        checked = check_column(arr, readers.reward_field)
+        checked = check_column(arr, values.reward_field)
         checked.values = checked.array(np.nan, np.float64)
         return checked
     null = arr.is_null().to_numpy(zero_copy_only=False)
@@ -196,7 +194,7 @@ def _rewards(column) -> Checked:
 
     def message(row):
         try:
-            readers.reward_field(arr[row].as_py())
+            values.reward_field(arr[row].as_py())
         except ValueError as exc:
             return str(exc)
         return f"reward must be finite, got {arr[row].as_py()!r}"
