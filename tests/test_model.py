@@ -20,11 +20,11 @@ from numpyro.infer import Predictive
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.model.ability_priors import abilities, helmert_basis
 from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 from bayes_dualeval.model.links import log_sigmoid, softplus
-from bayes_dualeval.model.priors import abilities, helmert_basis
 from bayes_dualeval.model.simulate import simulate
 
 

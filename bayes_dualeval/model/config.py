@@ -119,14 +119,14 @@ class ModelConfig:
         One ability per model, or (``domain``) an overall ability plus a deviation per item
         domain: ``theta_{i,d} = theta_i + delta_{i,d}``, the deviations of domain ``d``
         summing to zero over models, with prior sd ``tau_d`` (see
-        :func:`bayes_dualeval.model.priors.domain_abilities`).
+        :func:`bayes_dualeval.model.ability_priors.domain_abilities`).
     domain_scale : float
         ``domain`` abilities: ``tau_d ~ LogNormal(log(domain_scale), 0.5)``, so
         ``domain_scale`` is the prior median of a domain's spread (zero-avoiding).
     dims : int
         Ability dimensions ``K``: 1 (one ability per model, or per domain), or a
         compensatory multidimensional 2PL with ``K`` abilities per model and each item's
-        loadings on them (see :func:`bayes_dualeval.model.priors.dimension_abilities`).
+        loadings on them (see :func:`bayes_dualeval.model.ability_priors.dimension_abilities`).
     loading_scale : float
         ``dims > 1``: prior median of the spread of items' loading logits around their
         domain's profile, ``sigma_loading ~ LogNormal(log(loading_scale), 0.5)``.

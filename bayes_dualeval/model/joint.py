@@ -16,6 +16,11 @@ import numpyro
 import numpyro.distributions as dist
 
 from bayes_dualeval.model import links
+from bayes_dualeval.model.ability_priors import (
+    abilities,
+    dimension_abilities,
+    domain_abilities,
+)
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.likelihood import (
@@ -25,10 +30,7 @@ from bayes_dualeval.model.likelihood import (
     static_loglik,
 )
 from bayes_dualeval.model.priors import (
-    abilities,
     asymptotes,
-    dimension_abilities,
-    domain_abilities,
     item_parameters,
     level_parameters,
     uses_level,
