@@ -79,3 +79,30 @@ def test_per_parameter_labels_match_the_posterior():
     assert list(table.index) == ["g", "t[m1]", "t[m2]", "t[m3]"]
     expected = _arviz(np.asarray(idata.posterior["t"].values).transpose(2, 0, 1))
     np.testing.assert_allclose(table.loc["t[m2]", "ess_bulk"], expected["ess_bulk"][1])
+
+
+def test_per_parameter_judges_the_same_draws_once(monkeypatch):
+    """The draw-more check and the final verdict read the same draws: the second call
+    computes nothing, and a variable whose draws changed is judged again (it alone)."""
+    import bayes_dualeval.posterior.diagnostics as diagnostics
+
+    rng = np.random.default_rng(7)
+    g, t = rng.normal(size=(2, 60)), _chains(rng, 3, 2, 60).transpose(1, 2, 0)
+    first = per_parameter(az.from_dict(posterior={"g": g, "t": t}))
+    judged = []
+    monkeypatch.setattr(
+        diagnostics, "diagnose", lambda x: judged.append(x.shape[0]) or diagnose(x)
+    )
+    # the verdict's posterior is built apart, with other labels and the variables reordered
+    again = per_parameter(
+        az.from_dict(posterior={"t": t.copy(), "g": g.copy()}, coords={"k": list("abc")},
+                     dims={"t": ["k"]})
+    )  # fmt: skip
+    assert judged == []
+    np.testing.assert_array_equal(again.loc["g"].values, first.loc["g"].values)
+    np.testing.assert_array_equal(again.loc["t[b]"].values, first.loc["t[1]"].values)
+    t[1, 5, 2] += 1.0  # one draw of one scalar changes
+    changed = per_parameter(az.from_dict(posterior={"g": g, "t": t}))
+    assert judged == [3]  # t judged again, g read
+    expected = _arviz(t.transpose(2, 0, 1))
+    np.testing.assert_allclose(changed.loc["t[2]", "rhat"], expected["rhat"][2], rtol=1e-9)
