@@ -8,7 +8,8 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
 * ``nuts``, ``map``, ``svi``: ``bayes-dualeval fit DATA --sampler ...`` writing a complete
   run folder (tables, checks and report included), each with a cold JAX compilation
   cache of its own;
-* ``nuts-warm``: the same NUTS command again, with the cache the cold run filled;
+* ``nuts-warm``, ``map-warm``, ``svi-warm``: the same command again, with the cache the
+  cold run of that sampler filled (what every later fit of these data costs);
 * ``nuts-twin``, ``map-twin``, ``svi-twin``: the sampler on a twin of the data (the same
   panel re-graded: every 50th static label dropped, every reward moved by 5% of the
   rewards' sd; :func:`twin_data`), with the cache that sampler's cold run filled: what a
@@ -49,8 +50,10 @@ RUNNERS = (
     "nuts-warm",
     "nuts-twin",
     "map",
+    "map-warm",
     "map-twin",
     "svi",
+    "svi-warm",
     "svi-twin",
     "nutpie",
 )
@@ -228,7 +231,7 @@ def main(argv=None) -> int:
                 cmd = command(runner, source, out, args.nutpie_python)
                 # each sampler starts from an empty compile cache of its own (the posterior
                 # and checks programs would otherwise carry over from one to the next);
-                # nuts-warm and the twins read the one their cold run filled
+                # the warm runs and the twins read the one their cold run filled
                 cache = tmp / f"jax-cache-{name.split()[0]}-{runner.split('-')[0]}"
                 run_env = dict(env, BAYES_DUALEVAL_CACHE=str(cache))
                 seconds, peak, code, tail = timed(cmd, run_env, tmp / f"{out.name}.log")
