@@ -173,10 +173,17 @@ def _tiny_inputs():
     return inputs, config
 
 
-def test_nuts_draws_more_rounds_while_the_check_fails(caplog):
+def test_nuts_draws_more_rounds_while_the_check_fails(caplog, monkeypatch):
     import logging
 
+    import bayes_dualeval.inference.nuts as nuts_module
+
     caplog.set_level(logging.INFO, logger="bayes_dualeval")
+    beating = []  # what each round's heartbeat watched (its lines: tests/test_heartbeat.py)
+    real = nuts_module.heartbeat
+    monkeypatch.setattr(
+        nuts_module, "heartbeat", lambda logger, what: beating.append(what) or real(logger, what)
+    )
     inputs, config = _tiny_inputs()
     # at the last divergence target acceptance already, a round always continues the chains
     settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=TOP)
@@ -195,6 +202,7 @@ def test_nuts_draws_more_rounds_while_the_check_fails(caplog):
     assert said[1].startswith("round 1 finished")
     assert said[2] == "round 2: the convergence check has not passed; 20 more draws per chain"
     assert said[3].startswith("round 2 finished") and len(said) == 4
+    assert beating == ["round 1", "round 2"]
     assert draws.samples["theta"].shape[:2] == (1, 40)
     assert draws.stats["diverging"].shape == (1, 40)
     # the continued chain carries on from where it stopped: no restart at the initial point

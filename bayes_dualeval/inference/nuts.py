@@ -26,6 +26,7 @@ from bayes_dualeval.core.errors import PerformanceWarning
 from bayes_dualeval.inference.buckets import padded
 from bayes_dualeval.inference.chains import CompiledInitNUTS, data_as_argument
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
+from bayes_dualeval.inference.heartbeat import heartbeat
 from bayes_dualeval.inference.metric import start_metric, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
@@ -33,10 +34,11 @@ from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
 
-#: Where a run says what each round does (the command line shows it unless quiet). Chains
-#: run in parallel here have no per-iteration bar: NumPyro refuses one for a callable
-#: ``chain_method``, and its bars' host callbacks would keep the sampler out of JAX's
-#: persistent compilation cache (a second run compiled 10.8 s instead of 1.6 s).
+#: Where a run says what each round does, and that a long round is still running
+#: (:mod:`~bayes_dualeval.inference.heartbeat`; the command line shows both unless quiet).
+#: Chains run in parallel here have no per-iteration bar: NumPyro refuses one for a
+#: callable ``chain_method``, and its bars' host callbacks would keep the sampler out of
+#: JAX's persistent compilation cache (a second run compiled 10.8 s instead of 1.6 s).
 logger = logging.getLogger(__name__)
 
 #: Target acceptances of the fresh rounds that follow draws with divergent transitions,
@@ -174,7 +176,10 @@ def run_nuts(
         started = time.perf_counter()
         while True:
             try:
-                with _finish_round_on_interrupt(rounds > 0) as asked:
+                with (
+                    _finish_round_on_interrupt(rounds > 0) as asked,
+                    heartbeat(logger, f"round {rounds + 1}"),
+                ):
                     parts.append(_one_round(mcmc, key, inputs, config, init))
             except KeyboardInterrupt:
                 if not rounds:  # nothing finished: nothing to keep
