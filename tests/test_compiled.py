@@ -254,28 +254,49 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_c
     method compiles the data into the program, so such a fit compiled everything again.
     Warm-up here starts from the curvature of each data set (as on real data), whose
     metric and start are arguments too: as constants, every data set compiled its sampler
-    (parallel chains) or its initialisation and curvature pilot (one chain) again."""
+    (parallel chains) or its initialisation and curvature pilot (one chain) again.
+    A round that continues the chains runs in chunks of one length, so continuations of
+    other lengths (here 100 draws, then 150) are the same program too; parallel chains
+    trace it once per round, not once per chunk."""
+    from bayes_dualeval.inference import chains as chains_module
     from bayes_dualeval.inference import metric
     from bayes_dualeval.inference.nuts import run_nuts
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.posterior.diagnostics import Verdict
 
     monkeypatch.setattr(metric, "MIN_TERMS", 0)  # the curvature start, on tiny data
+    mapped = []  # programs mapped over the chains (traced), per fit
+    real_pmap = chains_module.jax.pmap
+    monkeypatch.setattr(
+        chains_module.jax, "pmap", lambda *a, **k: mapped.append(1) or real_pmap(*a, **k)
+    )
     config = load_spec("dualeval-2pl")
-    runs = []
-    for seed in (1, 2):
+    runs, traced = [], []
+    for seed, more in ((1, 100), (2, 150)):
         inputs = _simulated_inputs(config, 7, seed, centred="auto")
         assert inputs.n_anchored > 0  # anchored prompts: the level term's start
-        settings = SamplerSettings(chains=chains, warmup=20, draws=10, seed=0, extend=0)
-        runs.append((inputs, run_nuts(inputs, config, settings)))
+        # at the last target acceptance of the divergence ladder a round always continues
+        settings = SamplerSettings(
+            chains=chains, warmup=20, draws=200, seed=0, extend=1, target_accept=0.99
+        )
+        verdicts = iter([Verdict(False, more), Verdict(True)])
+        mapped.clear()
+        until = lambda draws, verdicts=verdicts: next(verdicts)  # noqa: E731
+        runs.append((inputs, run_nuts(inputs, config, settings, until=until)))
+        traced.append(len(mapped))
     (first_in, first), (second_in, second) = runs
     assert first_in.pair_i.shape == second_in.pair_i.shape  # the premise: same shapes
     assert first.info["start_metric"] == second.info["start_metric"] == "curvature"
+    assert first.info["rounds"] == second.info["rounds"] == 2
+    assert first.samples["theta"].shape[1] == 300 and second.samples["theta"].shape[1] == 350
     assert first.info["chain_method"] == "parallel"
+    # parallel chains: one traced program for round 1 and one for the continuation's chunks
+    assert traced == ([2, 2] if chains > 1 else [0, 0])
     assert first.timings["cache_misses"] > 0, first.timings  # compiled: the cache was empty
     assert second.timings["cache_misses"] == 0, second.timings
     assert second.timings["compile_cache"] in ("hit", "off"), second.timings
-    assert not np.allclose(first.samples["theta"], second.samples["theta"])
+    assert not np.allclose(first.samples["theta"][:, :300], second.samples["theta"][:, :300])
 
 
 @pytest.mark.parametrize("sampler", ["svi", "map"])

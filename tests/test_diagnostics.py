@@ -182,7 +182,9 @@ def test_nuts_draws_more_rounds_while_the_check_fails(caplog, monkeypatch):
     beating = []  # what each round's heartbeat watched (its lines: tests/test_heartbeat.py)
     real = nuts_module.heartbeat
     monkeypatch.setattr(
-        nuts_module, "heartbeat", lambda logger, what: beating.append(what) or real(logger, what)
+        nuts_module,
+        "heartbeat",
+        lambda logger, what, *a: beating.append(what) or real(logger, what),
     )
     inputs, config = _tiny_inputs()
     # at the last divergence target acceptance already, a round always continues the chains
@@ -207,6 +209,29 @@ def test_nuts_draws_more_rounds_while_the_check_fails(caplog, monkeypatch):
     assert draws.stats["diverging"].shape == (1, 40)
     # the continued chain carries on from where it stopped: no restart at the initial point
     assert np.isfinite(draws.samples["theta"]).all()
+
+
+def test_a_continuation_in_chunks_draws_what_one_run_draws(monkeypatch):
+    """A round that continues the chains runs in chunks of :data:`CONTINUE_STEP` draws (one
+    compiled program for every length); each chunk carries on from the state and key the
+    last one stopped at, so the draws are exactly those of one run of the whole length."""
+    inputs, config = _tiny_inputs()
+    settings = SamplerSettings(chains=1, warmup=30, draws=20, extend=1, seed=4, target_accept=TOP)
+    real, chunks = nuts._one_round, []
+    monkeypatch.setattr(
+        nuts, "_one_round", lambda *a: chunks.append(a[5] if len(a) > 5 else 1) or real(*a)
+    )
+    runs = {}
+    for step in (10, 7):  # 20 draws: two chunks of 10; or, 20 not a multiple of 7, one run
+        monkeypatch.setattr(nuts, "CONTINUE_STEP", step)
+        draws = run_nuts(inputs, config, settings, until=lambda d: False)
+        assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 40
+        runs[step] = draws
+    assert chunks == [1, 2, 1, 1]  # round 1, then the continuation: in chunks, then whole
+    for name, values in runs[10].samples.items():
+        np.testing.assert_array_equal(values, runs[7].samples[name], err_msg=name)
+    for name, values in runs[10].stats.items():
+        np.testing.assert_array_equal(values, runs[7].stats[name], err_msg=name)
 
 
 def test_nuts_stops_extending_at_its_budget():

@@ -128,15 +128,38 @@ def data_as_argument(chain_fn):
     """
     bound = dict(chain_fn.keywords)
     (inputs, config), kwargs = bound.pop("args"), bound.pop("kwargs")
-    kernel = chain_fn.func.__self__.sampler  # the MCMC driver's kernel
+    driver = chain_fn.func.__self__  # the MCMC driver
+    kernel = driver.sampler
+    # what the traced program depends on besides its arguments' shapes: the same driver
+    # run again for as many draws (the chunks of a continuation round, nuts.py) reuses the
+    # program already traced instead of tracing the sampler anew for every run, until
+    # release_programs(driver)
+    key = (config, tuple(sorted(bound.items())), tuple(sorted(driver._collection_params.items())))
+    programs = vars(driver).setdefault(_PROGRAMS, {})
+    if key not in programs:
 
-    def one_chain(map_args, inputs, kwargs, values):
-        with kernel.starting(values):
-            return chain_fn.func(map_args, args=(inputs, config), kwargs=kwargs, **bound)
+        def one_chain(map_args, inputs, kwargs, values):
+            with kernel.starting(values):
+                return chain_fn.func(map_args, args=(inputs, config), kwargs=kwargs, **bound)
+
+        programs[key] = jax.pmap(one_chain, in_axes=(0, None, None, None))
+    program = programs[key]
 
     def mapped(map_args):
-        return jax.pmap(one_chain, in_axes=(0, None, None, None))(
-            map_args, inputs, kwargs, kernel.start_values()
-        )
+        return program(map_args, inputs, kwargs, kernel.start_values())
 
     return mapped
+
+
+#: Where :func:`data_as_argument` keeps a driver's mapped programs.
+_PROGRAMS = "_bayes_dualeval_mapped"
+
+
+def release_programs(driver) -> None:
+    """Forget the mapped programs :func:`data_as_argument` kept for ``driver`` (an MCMC).
+
+    NumPyro's own caches keep every driver alive for the life of the process, so programs
+    kept on one would never be freed: the caller releases them once the driver's runs are
+    over (:func:`bayes_dualeval.inference.nuts._one_round`, after each round).
+    """
+    vars(driver).pop(_PROGRAMS, None)

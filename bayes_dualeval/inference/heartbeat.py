@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 
 #: Seconds before the first line ...
@@ -24,7 +25,11 @@ LONGEST = 600.0
 
 @contextmanager
 def heartbeat(
-    logger: logging.Logger, what: str, first: float | None = None, longest: float | None = None
+    logger: logging.Logger,
+    what: str,
+    progress: Callable[[], str | None] | None = None,
+    first: float | None = None,
+    longest: float | None = None,
 ):
     """While the block runs, log ``"<what> still running (<elapsed> so far)"`` now and then.
 
@@ -34,6 +39,9 @@ def heartbeat(
         Where the lines go (INFO records).
     what : str
         What is running, e.g. ``"round 1"``.
+    progress : callable, optional
+        Called for each line; what it returns (e.g. ``"100 of 300 draws"``), when not None,
+        is added to the line.
     first, longest : float, optional
         Seconds before the first line, and the most between two lines (default
         :data:`FIRST` and :data:`LONGEST`).
@@ -51,7 +59,9 @@ def heartbeat(
         elapsed, wait = 0.0, first
         while not done.wait(wait):
             elapsed += wait
-            logger.info("%s still running (%s so far)", what, _duration(elapsed))
+            done_so_far = progress() if progress is not None else None
+            tail = f"; {done_so_far}" if done_so_far else ""
+            logger.info("%s still running (%s so far%s)", what, _duration(elapsed), tail)
             wait = min(2.0 * wait, longest)
 
     thread = threading.Thread(target=beat, name=f"heartbeat: {what}", daemon=True)

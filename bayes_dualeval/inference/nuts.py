@@ -24,7 +24,11 @@ from numpyro.infer import MCMC
 
 from bayes_dualeval.core.errors import PerformanceWarning
 from bayes_dualeval.inference.buckets import padded
-from bayes_dualeval.inference.chains import CompiledInitNUTS, data_as_argument
+from bayes_dualeval.inference.chains import (
+    CompiledInitNUTS,
+    data_as_argument,
+    release_programs,
+)
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.heartbeat import heartbeat
 from bayes_dualeval.inference.metric import start_metric, worth_it
@@ -58,7 +62,8 @@ DIVERGENCE_MAX_DEPTH = 10
 #: ends in Stan's 50-iteration final buffer of step-size adaptation).
 RETUNE_WARMUP = 200
 #: A round that continues the chains after a near miss draws what the check estimates it
-#: needs, in multiples of this many draws per chain ...
+#: needs, in multiples of this many draws per chain (run as chunks of this length, so that
+#: every continuation is the same compiled program) ...
 CONTINUE_STEP = 50
 #: ... and at least this share of a full round.
 CONTINUE_MIN_SHARE = 0.25
@@ -134,7 +139,9 @@ def run_nuts(
         and mass matrix) and appends ``settings.draws`` draws per chain, or, when the
         answer carries ``more`` (a near miss: the further draws the check estimates it
         needs), that many (:func:`continuation_draws`): slow mixing needs more draws, a
-        near miss only a few. With divergences, more draws of the same
+        near miss only a few. Such a round runs in chunks of :data:`CONTINUE_STEP` draws,
+        one compiled program whatever its length (:func:`_one_round`). With divergences,
+        more draws of the same
         kernel would only add more, so the round tunes a smaller step size for the next
         target acceptance of :data:`DIVERGENCE_TARGET_ACCEPTS` above the current one (past
         the last, the chains continue), with a trajectory cap
@@ -169,6 +176,7 @@ def run_nuts(
             metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
         mcmc = make_mcmc(inputs, config, current, metric)
         key, init, draws = jax.random.PRNGKey(settings.seed), None, None
+        chunks, progress = 1, {}  # runs of the driver per round; what a round has drawn
         logger.info(
             "round 1: %d chain(s), %d warm-up iterations and %d draws each",
             settings.chains, settings.warmup, settings.draws,
@@ -178,9 +186,9 @@ def run_nuts(
             try:
                 with (
                     _finish_round_on_interrupt(rounds > 0) as asked,
-                    heartbeat(logger, f"round {rounds + 1}"),
+                    heartbeat(logger, f"round {rounds + 1}", lambda: progress.get("draws")),
                 ):
-                    parts.append(_one_round(mcmc, key, inputs, config, init))
+                    parts.append(_one_round(mcmc, key, inputs, config, init, chunks, progress))
             except KeyboardInterrupt:
                 if not rounds:  # nothing finished: nothing to keep
                     raise
@@ -224,7 +232,7 @@ def run_nuts(
                     adapt_metric=False,
                     step_size=float(np.mean(state.adapt_state.step_size)),
                 )
-                init, parts = state.z, []
+                init, parts, chunks = state.z, [], 1
                 key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
                 logger.info(
                     "round %d: divergent transitions; warm-up again (%d iterations) at target "
@@ -237,7 +245,9 @@ def run_nuts(
                 "round %d: the convergence check has not passed; %d more draws per chain",
                 rounds + 1, more,
             )  # fmt: skip
-            mcmc = _continued(mcmc, more)
+            # in chunks of one length: one compiled program for every continuation
+            chunks = more // CONTINUE_STEP if more % CONTINUE_STEP == 0 else 1
+            mcmc = _continued(mcmc, more // chunks)
             key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
     draws.info.update(
@@ -266,7 +276,9 @@ def _continued(mcmc: MCMC, draws: int) -> MCMC:
     """``mcmc``, set to continue its chains from where they stopped for ``draws`` draws.
 
     Same kernel (step size, mass matrix, the chains' states); a round of another length is
-    a new MCMC driver around it.
+    a new MCMC driver around it, which takes the data as arguments of its program as the
+    first does (without ``jit_model_args`` NumPyro closes the sampler over the data, which
+    become constants of the program: every data set compiled its continuation anew).
     """
     if draws != mcmc.num_samples:
         state = mcmc.last_state
@@ -277,6 +289,7 @@ def _continued(mcmc: MCMC, draws: int) -> MCMC:
             num_chains=mcmc.num_chains,
             chain_method=mcmc.chain_method,
             progress_bar=mcmc.progress_bar,
+            jit_model_args=mcmc._jit_model_args,
         )
         mcmc.post_warmup_state = state
     else:
@@ -312,13 +325,51 @@ def _finish_round_on_interrupt(active: bool):
         signal.signal(signal.SIGINT, previous)
 
 
-def _one_round(mcmc: MCMC, key, inputs: ModelInputs, config: ModelConfig, init) -> tuple:
-    """Run one round of ``mcmc`` and return its ``(samples, extra_fields)`` as NumPy arrays."""
-    mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
-    samples = mcmc.get_samples(group_by_chain=True)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    jax.block_until_ready((samples, extra))
-    return to_numpy(samples), to_numpy(extra)
+def _one_round(
+    mcmc: MCMC,
+    key,
+    inputs: ModelInputs,
+    config: ModelConfig,
+    init,
+    chunks: int = 1,
+    progress: dict | None = None,
+) -> tuple:
+    """Run one round of ``mcmc`` and return its ``(samples, extra_fields)`` as NumPy arrays.
+
+    With ``chunks`` > 1 (a round that continues the chains) the driver runs that many times
+    in turn, each run continuing the chains from where the one before stopped, and the
+    draws are joined: every continuation round, whatever its length, is then the same
+    compiled program, read from the compile cache once it has been compiled for these
+    shapes. ``progress`` (a dict) holds ``"draws"``: what the round has drawn so far, for
+    :func:`~bayes_dualeval.inference.heartbeat.heartbeat`.
+    """
+    outputs = []
+    try:
+        for k in range(chunks):
+            if k:
+                mcmc.post_warmup_state = mcmc.last_state
+                key = mcmc.post_warmup_state.rng_key
+            mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
+            samples = mcmc.get_samples(group_by_chain=True)
+            extra = mcmc.get_extra_fields(group_by_chain=True)
+            jax.block_until_ready((samples, extra))
+            outputs.append((to_numpy(samples), to_numpy(extra)))
+            if progress is not None and chunks > 1:
+                total = chunks * mcmc.num_samples
+                progress["draws"] = f"{(k + 1) * mcmc.num_samples} of {total} draws"
+    finally:
+        release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
+        if progress is not None:
+            progress.pop("draws", None)
+    if chunks == 1:
+        return outputs[0]
+    return tuple(
+        {
+            name: np.concatenate([part[i][name] for part in outputs], axis=1)
+            for name in outputs[0][i]
+        }
+        for i in (0, 1)
+    )
 
 
 def adapted_metric(state, chains: int) -> dict:
