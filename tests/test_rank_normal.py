@@ -84,14 +84,14 @@ def test_per_parameter_labels_match_the_posterior():
 def test_per_parameter_judges_the_same_draws_once(monkeypatch):
     """The draw-more check and the final verdict read the same draws: the second call
     computes nothing, and a variable whose draws changed is judged again (it alone)."""
-    import bayes_dualeval.posterior.diagnostics as diagnostics
+    from bayes_dualeval.posterior import rank_normal
 
     rng = np.random.default_rng(7)
     g, t = rng.normal(size=(2, 60)), _chains(rng, 3, 2, 60).transpose(1, 2, 0)
     first = per_parameter(az.from_dict(posterior={"g": g, "t": t}))
     judged = []
     monkeypatch.setattr(
-        diagnostics, "diagnose", lambda x: judged.append(x.shape[0]) or diagnose(x)
+        rank_normal, "diagnose", lambda x: judged.append(x.shape[0]) or diagnose(x)
     )
     # the verdict's posterior is built apart, with other labels and the variables reordered
     again = per_parameter(

@@ -14,7 +14,6 @@ whose ``to_dict`` is the ``convergence`` entry of ``diagnostics.json``.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import arviz as az
@@ -29,7 +28,7 @@ from bayes_dualeval.posterior.convergence import (
     ParameterCheck,
 )
 from bayes_dualeval.posterior.idata import with_derived
-from bayes_dualeval.posterior.rank_normal import diagnose
+from bayes_dualeval.posterior.rank_normal import diagnose_each
 
 _COLUMNS = ("rhat", "ess_bulk", "ess_tail")
 
@@ -48,52 +47,23 @@ def per_parameter(idata) -> pd.DataFrame:
         Indexed by ``parameter`` (``name[label]`` for vector sites), columns ``rhat``
         (NaN with a single chain or constant draws), ``ess_bulk`` and ``ess_tail``: the
         estimators of ``arviz.rhat`` and ``arviz.ess``, computed for all scalars at once
-        (:mod:`bayes_dualeval.posterior.rank_normal`).
+        (:mod:`bayes_dualeval.posterior.rank_normal`); a variable whose draws were judged
+        before reads those figures (:func:`~bayes_dualeval.posterior.rank_normal.diagnose_each`).
     """
     post = idata.posterior
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
-    names, keys, missing = [], [], {}
+    names, blocks = [], []
     for name, da in post.data_vars.items():
         values = np.asarray(da.transpose("chain", "draw", ...).values, dtype=float)
-        values = values.reshape(n_chain, n_draw, -1).transpose(2, 0, 1)
         names += _labels(name, da)
-        key = _draws_key(values)
-        keys.append(key)
-        if key not in _KNOWN and key not in missing:
-            missing[key] = values
-    if missing:  # one pass over every variable not judged before, in blocks over threads
-        fresh = diagnose(np.concatenate(list(missing.values())))
-        start = 0
-        for key, values in missing.items():
-            stop = start + values.shape[0]
-            _remember(key, {k: v[start:stop] for k, v in fresh.items()})
-            start = stop
+        blocks.append(values.reshape(n_chain, n_draw, -1).transpose(2, 0, 1))
     stats = {}
     if names:
-        stats = {k: np.concatenate([_KNOWN[key][k] for key in keys]) for k in _COLUMNS}
+        each = diagnose_each(blocks)
+        stats = {k: np.concatenate([part[k] for part in each]) for k in _COLUMNS}
     return pd.DataFrame(
         {k: pd.Series(stats.get(k, []), index=names, dtype=float) for k in _COLUMNS}
     ).rename_axis("parameter")
-
-
-#: R-hat and ESS of the variables judged last, by their draws (:func:`_draws_key`): the
-#: check that decides whether to draw more and the run's final verdict read the same draws
-#: (about a second each on the bundled example's 1,650 scalars), so the second reads the
-#: first's figures. Bounded by :data:`_KNOWN_MAX` variables, the oldest dropped first.
-_KNOWN: dict[tuple, dict[str, np.ndarray]] = {}
-_KNOWN_MAX = 64
-
-
-def _draws_key(values: np.ndarray) -> tuple:
-    """A variable's draws, ``(parameter, chain, draw)``, as a key: shape and content digest."""
-    digest = hashlib.blake2b(np.ascontiguousarray(values).view(np.uint8), digest_size=16)
-    return values.shape, digest.hexdigest()
-
-
-def _remember(key: tuple, stats: dict[str, np.ndarray]) -> None:
-    _KNOWN[key] = stats
-    while len(_KNOWN) > _KNOWN_MAX:
-        del _KNOWN[next(iter(_KNOWN))]
 
 
 def _labels(name: str, da, lead: int = 2) -> list[str]:

@@ -14,6 +14,7 @@ minima). The results agree with ``arviz.rhat`` and ``arviz.ess`` to rounding
 
 from __future__ import annotations
 
+import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -137,6 +138,52 @@ def diagnose(draws: np.ndarray) -> dict[str, np.ndarray]:
     with ThreadPoolExecutor(min(THREADS, os.cpu_count() or 1)) as pool:
         parts = list(pool.map(_diagnose_block, blocks))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def diagnose_each(variables: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """:func:`diagnose` of each variable, reading the figures of draws judged before.
+
+    The check that decides whether NUTS draws more and the run's final verdict read the same
+    draws (about a second each on the bundled example's 1,650 scalars), so the figures of
+    the last :data:`KNOWN_MAX` variables are kept, keyed by shape and a digest of the
+    draws; the variables not seen before are judged together in one :func:`diagnose`.
+
+    Parameters
+    ----------
+    variables : list of numpy.ndarray
+        Each of shape ``(parameter, chain, draw)``.
+
+    Returns
+    -------
+    list of dict
+        :func:`diagnose` of each variable, in order.
+    """
+    keys = [_draws_key(values) for values in variables]
+    fresh = {}
+    for key, values in zip(keys, variables, strict=True):
+        if key not in _KNOWN:
+            fresh.setdefault(key, values)
+    if fresh:
+        stats, start = diagnose(np.concatenate(list(fresh.values()))), 0
+        for key, values in fresh.items():
+            stop = start + values.shape[0]
+            _KNOWN[key] = {k: v[start:stop] for k, v in stats.items()}
+            start = stop
+    each = [_KNOWN[key] for key in keys]
+    while len(_KNOWN) > KNOWN_MAX:  # the oldest first, once this call has read its own
+        del _KNOWN[next(iter(_KNOWN))]
+    return each
+
+
+#: Variables whose figures :func:`diagnose_each` keeps.
+KNOWN_MAX = 64
+_KNOWN: dict[tuple, dict[str, np.ndarray]] = {}
+
+
+def _draws_key(values: np.ndarray) -> tuple:
+    """A variable's draws as a key: their shape and a digest of their bytes."""
+    digest = hashlib.blake2b(np.ascontiguousarray(values).view(np.uint8), digest_size=16)
+    return values.shape, digest.hexdigest()
 
 
 def _diagnose_block(draws: np.ndarray) -> dict[str, np.ndarray]:
