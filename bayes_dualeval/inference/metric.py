@@ -28,7 +28,8 @@ the compile cache), which pays back only when a gradient is not trivially cheap:
 :func:`worth_it` uses it from :data:`MIN_TERMS` likelihood terms on (it removed about a
 fifth of the bundled example's sampling time under the 400-iteration warm-up, and about
 half of the leapfrog steps of HELM's first 250 iterations); smaller data start from the
-identity.
+identity. A round restarted after divergent transitions starts instead from the metric
+the chains adapted, pooled over chains (:func:`adapted_metric`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,28 @@ def start_metric(
     if rest:
         metric[rest] = flat(rest)
     return metric
+
+
+def adapted_metric(state, chains: int) -> dict:
+    """The inverse mass matrix the chains adapted, pooled: its mean over chains.
+
+    Parameters
+    ----------
+    state : numpyro.infer.hmc.HMCState
+        ``MCMC.last_state`` after warm-up (a leading chain axis when ``chains > 1``).
+    chains : int
+
+    Returns
+    -------
+    dict
+        NumPyro's block dictionary (site-name tuples to diagonals or dense blocks). Each
+        chain's estimate is a regularised variance (or covariance) of its warm-up draws,
+        so their mean is one too.
+    """
+    metric = state.adapt_state.inverse_mass_matrix
+    return {
+        k: np.asarray(v).mean(axis=0) if chains > 1 else np.asarray(v) for k, v in metric.items()
+    }
 
 
 def hessian_diagonal(inputs: ModelInputs, config: ModelConfig, key) -> dict:

@@ -31,7 +31,7 @@ from bayes_dualeval.inference.chains import (
 )
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.heartbeat import heartbeat
-from bayes_dualeval.inference.metric import start_metric, worth_it
+from bayes_dualeval.inference.metric import adapted_metric, start_metric, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
 from bayes_dualeval.model.config import ModelConfig
@@ -148,11 +148,12 @@ def run_nuts(
         :data:`DIVERGENCE_EXTRA_DEPTH` deeper (at most :data:`DIVERGENCE_MAX_DEPTH`), and
         replaces the draws. That round keeps what the chains learnt: they continue from
         where they stopped, with the mass matrix they adapted (pooled over chains, see
-        :func:`adapted_metric`), and its warm-up of :data:`RETUNE_WARMUP` iterations
-        tunes only the step size. ``info["rounds"]`` counts the rounds run,
-        ``info["target_accept"]`` and ``info["max_tree_depth"]`` are those of the final
-        round (``until`` sees the depth of the draws it judges), ``info["start_metric"]``
-        says where warm-up's metric started ("curvature" or "identity").
+        :func:`~bayes_dualeval.inference.metric.adapted_metric`), and its warm-up of
+        :data:`RETUNE_WARMUP` iterations tunes only the step size. ``info["rounds"]``
+        counts the rounds run, ``info["target_accept"]`` and ``info["max_tree_depth"]``
+        are those of the final round (``until`` sees the depth of the draws it judges),
+        ``info["start_metric"]`` says where warm-up's metric started ("curvature" or
+        "identity").
 
         Once a round has finished, Ctrl-C keeps what was drawn. A first Ctrl-C during an
         extra round lets that round finish and stops there; a second one (or a
@@ -363,45 +364,13 @@ def _one_round(
             progress.pop("draws", None)
     if chunks == 1:
         return outputs[0]
-    return tuple(
-        {
-            name: np.concatenate([part[i][name] for part in outputs], axis=1)
-            for name in outputs[0][i]
-        }
-        for i in (0, 1)
-    )
-
-
-def adapted_metric(state, chains: int) -> dict:
-    """The inverse mass matrix the chains adapted, pooled: its mean over chains.
-
-    Parameters
-    ----------
-    state : numpyro.infer.hmc.HMCState
-        ``MCMC.last_state`` after warm-up (a leading chain axis when ``chains > 1``).
-    chains : int
-
-    Returns
-    -------
-    dict
-        NumPyro's block dictionary (site-name tuples to diagonals or dense blocks). Each
-        chain's estimate is a regularised variance (or covariance) of its warm-up draws,
-        so their mean is one too.
-    """
-    metric = state.adapt_state.inverse_mass_matrix
-    return {
-        k: np.asarray(v).mean(axis=0) if chains > 1 else np.asarray(v) for k, v in metric.items()
-    }
+    return _join([part[0] for part in outputs]), _join([part[1] for part in outputs])
 
 
 def _joined(parts: list, mcmc: MCMC) -> Draws:
     """Join rounds of NUTS output ``[(samples, extra_fields), ...]`` along the draw axis."""
-
-    def join(dicts):
-        return {k: np.concatenate([d[k] for d in dicts], axis=1) for k in dicts[0]}
-
-    samples = join([p[0] for p in parts])
-    extra = join([p[1] for p in parts])
+    samples = _join([p[0] for p in parts])
+    extra = _join([p[1] for p in parts])
     n_steps = extra["num_steps"].astype(np.int64)
     step_size = np.asarray(mcmc.last_state.adapt_state.step_size)
     stats = {
@@ -415,3 +384,8 @@ def _joined(parts: list, mcmc: MCMC) -> Draws:
     }
     method = mcmc.chain_method if isinstance(mcmc.chain_method, str) else "parallel"
     return Draws(samples=samples, stats=stats, info={"chain_method": method})
+
+
+def _join(dicts: list[dict]) -> dict:
+    """Arrays of the same names, ``(chain, draw, ...)``, joined along the draw axis."""
+    return {k: np.concatenate([d[k] for d in dicts], axis=1) for k in dicts[0]}
