@@ -1,6 +1,8 @@
 """Compiled programs: few per fit, and released before a process runs out of memory maps."""
 
+import contextlib
 import io
+import logging
 import mmap
 
 import jax
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 from bayes_dualeval.inference import compiled
+from bayes_dualeval.inference import draws as _draws
 
 
 def test_programs_are_released_only_when_the_maps_are_crowded(monkeypatch):
@@ -213,30 +216,45 @@ def test_vectorised_chains_on_a_cpu_warn_how_to_run_them_in_parallel():
         assert parallel.chain_method is data_as_argument
 
 
-@pytest.fixture
-def empty_compile_cache(tmp_path):
-    """JAX's persistent compilation cache in an empty folder for one test, then restored.
+class _CacheKeys(logging.Handler):
+    """The persistent-cache keys of the programs a fit compiles or reads from the cache.
 
-    The suite's own cache outlives a run (tests/conftest.py), so a test that counts what
-    a first fit compiles needs a cache that has never seen its programs.
+    JAX logs each lookup of its persistent compilation cache with the program's key, a
+    digest of the lowered program and its compile options (so data compiled in as
+    constants give another key); lookups while a fit's compile clock runs are the ones its
+    ``cache_hits`` and ``cache_misses`` count. Dropping JAX's in-memory caches first makes
+    the fit look up every program it runs, so its keys say what it needs whether the
+    suite's cache holds them already (a warm run) or not (a clean clone).
     """
-    from jax.experimental.compilation_cache import compilation_cache
 
-    previous = jax.config.jax_compilation_cache_dir
-    compilation_cache.reset_cache()
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
-    try:
-        yield tmp_path
-    finally:
-        compilation_cache.reset_cache()
-        jax.config.update("jax_compilation_cache_dir", previous)
+    _LOOKUPS = ("Persistent compilation cache hit", "PERSISTENT COMPILATION CACHE MISS")
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.keys = set()
+
+    def emit(self, record):
+        if _draws._CLOCK.active and record.msg.startswith(self._LOOKUPS):
+            self.keys.add(record.args[1])
+
+    @contextlib.contextmanager
+    def listening(self):
+        log = logging.getLogger("jax._src.compiler")
+        level, propagate = log.level, log.propagate
+        jax.clear_caches()
+        log.addHandler(self)
+        log.setLevel(logging.DEBUG)
+        log.propagate = False
+        try:
+            yield self.keys
+        finally:
+            log.removeHandler(self)
+            log.setLevel(level)
+            log.propagate = propagate
 
 
 def _simulated_inputs(config, prompts: int, seed: int, **build):
-    """Model inputs of 6 simulated models, 13 questions and ``prompts`` prompts.
-
-    Shapes no other test uses, so that the first fit finds nothing in the cache.
-    """
+    """Model inputs of 6 simulated models, 13 questions and ``prompts`` prompts."""
     from conftest import frames_dataset
 
     from bayes_dualeval.model.inputs import build_inputs
@@ -247,10 +265,11 @@ def _simulated_inputs(config, prompts: int, seed: int, **build):
 
 
 @pytest.mark.parametrize("chains", [2, 1], ids=["parallel", "one-chain"])
-def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_cache, monkeypatch):
+def test_chains_compile_once_for_data_of_the_same_shapes(chains, monkeypatch):
     """The data are arguments of the compiled sampler, not constants of it: a second data
-    set of the same shapes (here: same design, other seed) reads every program from the
-    persistent compilation cache, and its draws are its own. NumPyro's own parallel
+    set of the same shapes (here: same design, other seed) needs no program the first did
+    not (the same cache keys), so it reads every one from the persistent compilation
+    cache, and its draws are its own. NumPyro's own parallel
     method compiles the data into the program, so such a fit compiled everything again.
     Warm-up here starts from the curvature of each data set (as on real data), whose
     metric and start are arguments too: as constants, every data set compiled its sampler
@@ -272,7 +291,7 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_c
         chains_module.jax, "pmap", lambda *a, **k: mapped.append(1) or real_pmap(*a, **k)
     )
     config = load_spec("dualeval-2pl")
-    runs, traced = [], []
+    runs, traced, keys = [], [], []
     for seed, more in ((1, 100), (2, 150)):
         inputs = _simulated_inputs(config, 7, seed, centred="auto")
         assert inputs.n_anchored > 0  # anchored prompts: the level term's start
@@ -283,8 +302,10 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_c
         verdicts = iter([Verdict(False, more), Verdict(True)])
         mapped.clear()
         until = lambda draws, verdicts=verdicts: next(verdicts)  # noqa: E731
-        runs.append((inputs, run_nuts(inputs, config, settings, until=until)))
+        with _CacheKeys().listening() as looked_up:
+            runs.append((inputs, run_nuts(inputs, config, settings, until=until)))
         traced.append(len(mapped))
+        keys.append(looked_up)
     (first_in, first), (second_in, second) = runs
     assert first_in.pair_i.shape == second_in.pair_i.shape  # the premise: same shapes
     assert first.info["start_metric"] == second.info["start_metric"] == "curvature"
@@ -293,30 +314,33 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, empty_compile_c
     assert first.info["chain_method"] == "parallel"
     # parallel chains: one traced program for round 1 and one for the continuation's chunks
     assert traced == ([2, 2] if chains > 1 else [0, 0])
-    assert first.timings["cache_misses"] > 0, first.timings  # compiled: the cache was empty
+    assert keys[0] and keys[1] <= keys[0], keys[1] - keys[0]
     assert second.timings["cache_misses"] == 0, second.timings
     assert second.timings["compile_cache"] in ("hit", "off"), second.timings
     assert not np.allclose(first.samples["theta"][:, :300], second.samples["theta"][:, :300])
 
 
 @pytest.mark.parametrize("sampler", ["svi", "map"])
-def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler, empty_compile_cache):
+def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler):
     """Static cells and decisive pairs are padded to size buckets for SVI and MAP too: a
     second data set of the same design whose counts of decisive pairs differ (ties and
-    both-bad pairs vary with the rewards) reads every program from the cache."""
+    both-bad pairs vary with the rewards) needs no program the first did not, and reads
+    every one from the cache."""
     from bayes_dualeval.inference.sampling import sample
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
 
     config = load_spec("dualeval-2pl")
     settings = SamplerSettings(sampler=sampler, svi_steps=100, draws=10, seed=0, map_steps=1)
-    runs = []
+    runs, keys = [], []
     for seed in (1, 3):
         inputs = _simulated_inputs(config, 9, seed)
-        runs.append((inputs, sample(inputs, config, settings)))
+        with _CacheKeys().listening() as looked_up:
+            runs.append((inputs, sample(inputs, config, settings)))
+        keys.append(looked_up)
     (first_in, first), (second_in, second) = runs
     assert first_in.pair_i.shape != second_in.pair_i.shape  # the premise: other sizes
-    assert first.timings["cache_misses"] > 0, first.timings  # compiled: the cache was empty
+    assert keys[0] and keys[1] <= keys[0], keys[1] - keys[0]
     assert second.timings["cache_misses"] == 0, second.timings
     assert not np.allclose(first.samples["theta"], second.samples["theta"])
 
