@@ -82,10 +82,9 @@ def test_the_solve_stops_early_where_all_its_steps_would_land(setup, monkeypatch
         theta = jnp.asarray(rng.normal(0, spread, inputs.n_models), jnp.float32)
         a = jnp.asarray(np.exp(rng.normal(0, 0.4, inputs.n_items)), jnp.float32)
         early, _ = anchoring.level_difficulty(theta, a, gamma, level_c, inputs)
-        monkeypatch.setattr(anchoring, "NEWTON_TOL", 0.0)
-        full, _ = anchoring.level_difficulty(theta, a, gamma, level_c, inputs)
-        monkeypatch.undo()  # the tolerance back, and the real loop
-        monkeypatch.setattr(anchoring.jax.lax, "while_loop", counted)
+        with monkeypatch.context() as no_tolerance:
+            no_tolerance.setattr(anchoring, "NEWTON_TOL", 0.0)
+            full, _ = anchoring.level_difficulty(theta, a, gamma, level_c, inputs)
         np.testing.assert_allclose(np.asarray(early)[arena], np.asarray(full)[arena], atol=1e-5)
     assert steps[1::2] == [anchoring.NEWTON_STEPS] * 2  # without a tolerance: every step
     assert max(steps[0::2]) < anchoring.NEWTON_STEPS, steps
