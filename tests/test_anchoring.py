@@ -132,16 +132,15 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
     """Tolerance 1e-3 nats on a total of a few hundred (float32)."""
     dataset, config, anchored = setup
     arena = jnp.asarray(np.asarray(anchored.prompt_n) > 0)
+    rows = jnp.stack(
+        [
+            jnp.where(arena, 0.0, anchored.b_centred),
+            anchored.log_a_centred,
+            jnp.zeros_like(anchored.b_anchored),
+        ]
+    )
     plain = dataclasses.replace(
-        anchored,
-        centring=jnp.stack(
-            [
-                jnp.where(arena, 0.0, anchored.b_centred),
-                anchored.log_a_centred,
-                jnp.zeros_like(anchored.b_anchored),
-            ]
-        ),
-        n_anchored=0,
+        anchored, centring=rows, n_anchored=0, n_centred=int(rows[:2].sum())
     )
     args = (anchored, config)
     info = initialize_model(

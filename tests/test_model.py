@@ -191,6 +191,39 @@ def test_level_term_matches_a_plain_computation():
     np.testing.assert_allclose(float((with_level - without).sum()), expected, rtol=2e-3)
 
 
+def test_a_layout_without_centred_items_reads_no_mask_and_gives_the_same_density():
+    """With ``n_centred`` 0 the item sites are drawn without the layout mask.
+
+    The same inputs with the mask path forced (``n_centred`` 1, every entry still 0) give
+    the same log joint and the same ``b`` and ``a``, to float32 rounding; the program of
+    the maskless path has no selection on the mask (SVI's and MAP's layout).
+    """
+    import dataclasses
+
+    from numpyro.infer.util import log_density
+
+    ds = small_dataset()
+    config = ModelConfig()
+    inputs, _ = build_inputs(ds, config, centred="none")
+    assert inputs.n_centred == 0
+    masked = dataclasses.replace(inputs, n_centred=1)
+    params, tr = _draw_params(inputs, config, key=5)
+    latent = {k: v for k, v in params.items() if tr[k]["type"] == "sample"}
+    lp, tr0 = log_density(dualeval_model, (inputs, config), {}, latent)
+    lp_masked, tr1 = log_density(dualeval_model, (masked, config), {}, latent)
+    assert float(lp) == pytest.approx(float(lp_masked), abs=1e-4)
+    for site in ("b", "a"):
+        np.testing.assert_allclose(tr0[site]["value"], tr1[site]["value"], rtol=1e-6)
+
+    def selects(x):
+        text = str(
+            jax.make_jaxpr(lambda z: log_density(dualeval_model, (x, config), {}, z)[0])(latent)
+        )
+        return text.count("select_n")
+
+    assert selects(inputs) < selects(masked)
+
+
 @pytest.mark.parametrize("prior", ["hierarchical", "independent"])
 def test_centred_and_non_centred_coordinates_give_the_same_prior(prior):
     """The density of each item site is the prior of (b, log a) transformed exactly.
@@ -213,7 +246,7 @@ def test_centred_and_non_centred_coordinates_give_the_same_prior(prior):
     b_rel = np.asarray(params["b"]) - float(params["theta_mean"])
     log_a = np.log(np.asarray(params["a"]))
     rows = jnp.stack([jnp.ones_like(inputs.b_centred)] * 2 + [inputs.b_anchored])
-    centred = dataclasses.replace(inputs, centring=rows)
+    centred = dataclasses.replace(inputs, centring=rows, n_centred=int(rows[:2].sum()))
     other = dict(latent)
     g = np.asarray(ds.item_group)
     if prior == "hierarchical":

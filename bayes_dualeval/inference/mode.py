@@ -153,7 +153,7 @@ def run_map(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings)
 def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
     if hasattr(inputs, "centring"):  # one fixed layout for the items' affine maps
         inputs = dataclasses.replace(
-            inputs, centring=jnp.zeros_like(inputs.centring), n_anchored=0
+            inputs, centring=jnp.zeros_like(inputs.centring), n_anchored=0, n_centred=0
         )
     sites = _latent_sites((inputs, config))
     items = tuple(name for name, (_, plates) in sites.items() if ITEM_PLATE in plates)

@@ -38,11 +38,16 @@ class ModelInputs:
 
     Attributes
     ----------
-    n_models, n_items, n_groups, n_level_groups, n_static_items, n_anchored, n_domains : int
+    n_models, n_items, n_groups, n_level_groups, n_static_items : int
+    n_anchored, n_centred, n_domains : int
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
-        anchored (marked by :attr:`b_anchored`), ``n_domains`` the item domains that have
+        anchored (marked by :attr:`b_anchored`), ``n_centred`` the entries of
+        :attr:`b_centred` and :attr:`log_a_centred` that are 1 (at 0 the model draws every
+        item non-centred without reading them: SVI's and MAP's layout, and
+        ``centred="none"``; whoever replaces ``centring`` sets both counts with it),
+        ``n_domains`` the item domains that have
         abilities of their own under ``abilities = "domain"``, or loading profiles of
         their own with ``dims > 1`` (else 0).
     item_group : jax.Array of int32, shape (Q,)
@@ -108,6 +113,7 @@ class ModelInputs:
     n_level_groups: int
     n_static_items: int
     n_anchored: int
+    n_centred: int
     n_domains: int
     item_group: jax.Array
     item_domain: jax.Array
@@ -186,7 +192,7 @@ class ModelInputs:
 
 _META = (
     "n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored",
-    "n_domains", "static_batch", "pair_batch",
+    "n_centred", "n_domains", "static_batch", "pair_batch",
 )  # fmt: skip
 jax.tree_util.register_dataclass(
     ModelInputs,
@@ -312,6 +318,7 @@ def build_inputs(
         n_level_groups=n_level_groups,
         n_static_items=len(static_items),
         n_anchored=int(item_centring[2].sum()),
+        n_centred=int(item_centring[:2].sum()),
         n_domains=n_domains,
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         item_domain=jnp.asarray(item_domain, dtype=jnp.int32),
