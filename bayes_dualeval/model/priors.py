@@ -81,8 +81,8 @@ def item_parameters(
         with numpyro.plate("item", inputs.n_items):
             if two_pl:
                 log_a = _draw(
-                    "log_a_raw", mu_la[g] + shift_la, sigma_la[g], _layout(inputs, 1),
-                    shift=-jnp.log(spread),
+                    "log_a_raw", mu_la[g] + shift_la, sigma_la[g],
+                    _layout(inputs, inputs.log_a_centred), shift=-jnp.log(spread),
                 )  # fmt: skip
                 a = numpyro.deterministic("a", jnp.exp(log_a))
             # arena prompts are located relative to their group: their common level is only
@@ -91,7 +91,7 @@ def item_parameters(
             loc = mu_b[g] + shift_b
             if anchor is None or inputs.n_anchored == 0:
                 b_rel = _draw(
-                    "b_raw", loc, sigma_b[g], _layout(inputs, 0), stretch=spread,
+                    "b_raw", loc, sigma_b[g], _layout(inputs, inputs.b_centred), stretch=spread,
                     shift=relative,
                 )  # fmt: skip
             else:
@@ -172,12 +172,12 @@ def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, spread, relative, 
     return jnp.where(marked, anchored, raw_or_plain)
 
 
-def _layout(inputs: ModelInputs, row: int):
-    """Row ``row`` of ``inputs.centring`` (0: ``b``, 1: ``log a``), or 0.0 if none is centred.
+def _layout(inputs: ModelInputs, mask):
+    """``mask`` (a row of ``inputs.centring``), or 0.0 when no item is centred.
 
     With ``n_centred`` 0 (every item non-centred), :func:`_draw` then has no mask to read.
     """
-    return inputs.centring[row] if inputs.n_centred else 0.0
+    return mask if inputs.n_centred else 0.0
 
 
 def _draw(name: str, loc, scale, centred, *, shift=0.0, stretch=1.0):
@@ -189,12 +189,11 @@ def _draw(name: str, loc, scale, centred, *, shift=0.0, stretch=1.0):
     ``centred`` is an array of 0 and 1 per element, or a Python number for all of them
     (then the program has no selection at all).
     """
-    if isinstance(centred, (int, float)) and not centred:
-        return loc + scale * numpyro.sample(name, dist.Normal(0.0, 1.0))
-    if isinstance(centred, (int, float)):
-        return shift + stretch * numpyro.sample(
-            name, dist.Normal((loc - shift) / stretch, scale / stretch)
-        )
+    if isinstance(centred, (int, float)):  # one layout for every element
+        if not centred:
+            return loc + scale * numpyro.sample(name, dist.Normal(0.0, 1.0))
+        y = numpyro.sample(name, dist.Normal((loc - shift) / stretch, scale / stretch))
+        return shift + stretch * y
     # a selection, not arithmetic on the 0/1 mask (``scale ** centred``): the same values,
     # and a gradient of fewer and cheaper operations (docs/performance.md)
     on = jnp.asarray(centred) > 0
