@@ -173,3 +173,55 @@ def _release_compiled_programs():
     from bayes_dualeval.inference.compiled import release_if_crowded
 
     release_if_crowded(unknown=True)
+
+
+def compiled_trace(model, *args, seed=0, data=None):
+    """One seeded run of ``model(*args)``, its sites evaluated in one compiled program.
+
+    Imported by tests (``from conftest import compiled_trace``). NumPyro's ``trace`` run
+    eagerly executes the model primitive by primitive, and JAX compiles each primitive
+    for each new shape on its own: hundreds of small programs, 5-15 s a test. Here the
+    trace runs inside ``jax.jit``.
+
+    Parameters
+    ----------
+    model : callable
+    *args
+        The model's arguments (pytrees: ``ModelInputs``, ``ModelConfig``).
+    seed : int
+        Seed of ``numpyro.handlers.seed``.
+    data : dict, optional
+        Values substituted for sites (``numpyro.handlers.substitute``).
+
+    Returns
+    -------
+    dict
+        Site name to a dict with ``"value"``, ``"type"``, ``"is_observed"``, ``"scale"``
+        and, for sample sites, ``"log_prob"``: the summed log probability of the value (a
+        factor's log factor).
+    """
+    from numpyro import handlers
+
+    facts = {}
+
+    def run(key, args, data):
+        m = handlers.seed(model, key)
+        if data:
+            m = handlers.substitute(m, data=data)
+        tr = handlers.trace(m).get_trace(*args)
+        out = {}
+        for name, site in tr.items():
+            if site["type"] not in ("sample", "deterministic"):
+                continue
+            facts[name] = {
+                "type": site["type"],
+                "is_observed": site.get("is_observed", False),
+                "scale": site.get("scale"),
+            }
+            out[name] = {"value": site["value"]}
+            if site["type"] == "sample":
+                out[name]["log_prob"] = jax.numpy.sum(site["fn"].log_prob(site["value"]))
+        return out
+
+    values = jax.jit(run)(jax.random.PRNGKey(seed), args, data or {})
+    return {name: {**facts[name], **values[name]} for name in values}

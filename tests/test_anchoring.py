@@ -142,25 +142,40 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
     plain = dataclasses.replace(
         anchored, centring=rows, n_anchored=0, n_centred=int(rows[:2].sum())
     )
-    args = (anchored, config)
-    info = initialize_model(
-        jax.random.PRNGKey(0), dualeval_model, model_args=args,
-        init_strategy=init_strategy(config, anchored),
-    )  # fmt: skip
-    z = info.param_info.z
-    values = constrain_fn(dualeval_model, args, {}, z, return_deterministic=True)
-    g = anchored.item_group
-    sigma_b = values["sigma_b"][g]
-    raw = (values["b"] - values["theta_mean"] - values["mu_b"][g]) / sigma_b
-    z_plain = {**z, "b_raw": jnp.where(arena, raw, z["b_raw"])}
-    back = constrain_fn(dualeval_model, (plain, config), {}, z_plain, return_deterministic=True)
-    np.testing.assert_allclose(back["b"], values["b"], atol=1e-5)
-    _, w = anchoring.level_difficulty(
-        values["theta"], values["a"], values["gamma"], values["level_c"], anchored
+
+    # compiled: run eagerly, every primitive would be a program of its own (seconds)
+    @jax.jit
+    def start(key, anchored):
+        info = initialize_model(
+            key, dualeval_model, model_args=(anchored, config),
+            init_strategy=init_strategy(config, anchored),
+        )  # fmt: skip
+        return info.param_info.z
+
+    @jax.jit
+    def sides(z, anchored, plain):
+        args = (anchored, config)
+        values = constrain_fn(dualeval_model, args, {}, z, return_deterministic=True)
+        g = anchored.item_group
+        sigma_b = values["sigma_b"][g]
+        raw = (values["b"] - values["theta_mean"] - values["mu_b"][g]) / sigma_b
+        z_plain = {**z, "b_raw": jnp.where(arena, raw, z["b_raw"])}
+        back = constrain_fn(
+            dualeval_model, (plain, config), {}, z_plain, return_deterministic=True
+        )
+        _, w = anchoring.level_difficulty(
+            values["theta"], values["a"], values["gamma"], values["level_c"], anchored
+        )
+        s = anchoring.anchored_scale(values["a"], w, values["gamma"], sigma_b, anchored)
+        log_jacobian = jnp.sum(jnp.where(arena, jnp.log(s) - jnp.log(sigma_b), 0.0))
+        u_anchored = potential_energy(dualeval_model, args, {}, z)
+        u_plain = potential_energy(dualeval_model, (plain, config), {}, z_plain)
+        return back["b"], values["b"], log_jacobian, u_anchored, u_plain
+
+    back_b, b, log_jacobian, u_anchored, u_plain = sides(
+        start(jax.random.PRNGKey(0), anchored), anchored, plain
     )
-    s = anchoring.anchored_scale(values["a"], w, values["gamma"], sigma_b, anchored)
-    log_jacobian = float(jnp.sum(jnp.where(arena, jnp.log(s) - jnp.log(sigma_b), 0.0)))
-    u_anchored = float(potential_energy(dualeval_model, args, {}, z))
-    u_plain = float(potential_energy(dualeval_model, (plain, config), {}, z_plain))
+    np.testing.assert_allclose(back_b, b, atol=1e-5)
+    log_jacobian, u_anchored, u_plain = float(log_jacobian), float(u_anchored), float(u_plain)
     assert abs(log_jacobian) > 1.0  # the check below is not vacuous
     assert u_plain - u_anchored == pytest.approx(log_jacobian, abs=1e-3)

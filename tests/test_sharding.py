@@ -5,7 +5,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from conftest import frames_dataset
+from conftest import compiled_trace, frames_dataset
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
@@ -121,15 +121,13 @@ def test_shards_are_refused_where_they_cannot_apply():
 
 def numpyro_point(inputs, config):
     """A draw of the model's latent sites from its prior."""
-    import numpyro
-
-    draw = numpyro.infer.Predictive(dualeval_model, num_samples=1)(
-        jax.random.PRNGKey(0), inputs, config
-    )
-    return {k: v[0] for k, v in draw.items() if k not in ("static_y", "arena")}
+    draw = compiled_trace(dualeval_model, inputs, config)
+    return {k: v["value"] for k, v in draw.items() if not v.get("is_observed")}
 
 
+@jax.jit
 def potential(inputs, config, point):
+    """The model's log density at ``point``, compiled (once per layout of the inputs)."""
     from numpyro.infer.util import log_density
 
     return log_density(dualeval_model, (inputs, config), {}, point)[0]

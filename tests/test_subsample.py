@@ -7,6 +7,7 @@ import numpy as np
 import numpyro
 import pandas as pd
 import pytest
+from conftest import compiled_trace
 from numpyro.infer.util import log_density
 
 from bayes_dualeval.core.errors import ConfigError
@@ -59,11 +60,10 @@ def test_batched_log_density_is_unbiased_for_cells_and_pairs():
     n_static, n_pairs = inputs.static_y.shape[0], inputs.pair_i.shape[0]
     assert n_static > 500 and n_pairs > 500
     # a point of the posterior: the model's own draw from its prior
-    point = numpyro.infer.Predictive(dualeval_model, num_samples=1)(
-        jax.random.PRNGKey(1), inputs, config
-    )
-    point = {k: v[0] for k, v in point.items() if k not in ("static_y", "arena")}
-    full, _ = log_density(dualeval_model, (inputs, config), {}, point)
+    point = compiled_trace(dualeval_model, inputs, config, seed=1)
+    point = {k: v["value"] for k, v in point.items() if not v["is_observed"]}
+    density = jax.jit(lambda x: log_density(dualeval_model, (x, config), {}, point)[0])
+    full = density(inputs)
     batched = inputs.with_batches(100, 120)
     assert (batched.static_batch, batched.pair_batch) == (100, 120)
 
@@ -71,14 +71,15 @@ def test_batched_log_density_is_unbiased_for_cells_and_pairs():
         seeded = numpyro.handlers.seed(dualeval_model, key)
         return log_density(seeded, (batched, config), {}, point)[0]
 
-    values = np.asarray(jax.vmap(one)(jax.random.split(jax.random.PRNGKey(2), 4000)))
+    keys = jax.random.split(jax.random.PRNGKey(2), 4000)
+    values = np.asarray(jax.jit(jax.vmap(one))(keys))
     # unbiased: the mean of the batch estimates is the full log density within 4 standard
     # errors of the mean; a batch that forgot its weight would miss by most of the sum
     se = values.std() / np.sqrt(len(values))
     assert abs(values.mean() - float(full)) < 4 * se, (values.mean(), float(full), se)
     assert values.std() > 0
     # without a seed the batched inputs give the exact density (NUTS, MAP, checks)
-    exact, _ = log_density(dualeval_model, (batched, config), {}, point)
+    exact = density(batched)
     assert float(exact) == pytest.approx(float(full), rel=1e-6)
 
 
