@@ -156,8 +156,10 @@ def test_two_processes_give_the_answers_of_one_process_with_two_devices(tmp_path
 
     data = tmp_path / "data"
     cmd = [sys.executable, "-m", "bayes_dualeval"]
-    make = [*cmd, "simulate", data, "--models", "6", "--static-items", "40"]
-    subprocess.run([*make, "--arena-prompts", "9", "--seed", "4"], check=True, capture_output=True)
+    made = invoke(
+        "simulate", data, "--models", 6, "--static-items", 40, "--arena-prompts", 9, "--seed", 4
+    )
+    assert made.exit_code == 0, made.output
     fit_args = ["fit", data, "--sampler", "map", "--shards", "2", "--no-report", "-q"]
     one = invoke(*fit_args, "--out", tmp_path / "one")
     assert one.exit_code == 0, one.output
