@@ -216,7 +216,7 @@ def test_a_continuation_in_chunks_draws_what_one_run_draws(monkeypatch):
     compiled program for every length); each chunk carries on from the state and key the
     last one stopped at, so the draws are exactly those of one run of the whole length."""
     inputs, config = _tiny_inputs()
-    settings = SamplerSettings(chains=1, warmup=30, draws=20, extend=1, seed=4, target_accept=TOP)
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=1, seed=4, target_accept=TOP)
     real, chunks = nuts._one_round, []
     monkeypatch.setattr(
         nuts, "_one_round", lambda *a: chunks.append(a[5] if len(a) > 5 else 1) or real(*a)
