@@ -21,7 +21,10 @@ pytestmark = pytest.mark.skipif(not Path(LINT).exists(), reason="import-linter n
 def _lint(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [LINT, "--config", str(root / "pyproject.toml"), "--no-cache"],
-        cwd=root, capture_output=True, text=True, timeout=120,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PYTHONPATH": str(root), "PATH": str(Path(sys.executable).parent)},
     )
 
@@ -33,8 +36,11 @@ def test_the_layer_contract_is_kept():
 
 
 def test_a_wrong_way_import_breaks_the_contract(tmp_path):
-    shutil.copytree(ROOT / "bayes_dualeval", tmp_path / "bayes_dualeval",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "bayes_dualeval",
+        tmp_path / "bayes_dualeval",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     bad = tmp_path / "bayes_dualeval" / "data" / "readers.py"
     wrong = "\nfrom bayes_dualeval.runs import fit as _wrong_way  # noqa\n"

@@ -44,9 +44,7 @@ def setup(tmp_path_factory):
 
     write(root / "bank_data", *part(bank_models), truth)
     write(root / "new_data", *part(new_models), truth)
-    settings = SamplerSettings(
-        sampler="nuts", chains=2, warmup=300, draws=300, seed=3, extend=0
-    )
+    settings = SamplerSettings(sampler="nuts", chains=2, warmup=300, draws=300, seed=3, extend=0)
     result = fit(load(root / "bank_data"), settings=settings)
     write_run(result, root / "bank")
     bank = Bank.from_run(root / "bank", max_draws=DRAWS)
@@ -117,7 +115,6 @@ def test_grid_covers_the_posterior(setup):
     assert post.weights[:, :, [0, -1]].max() < 1e-5
 
 
-
 def _reference_loglik(bank, resp, pairs, grids, d):
     """The grid log likelihood at bank draw ``d``, term by term in float64 NumPy."""
     from scipy.special import expit, log_expit
@@ -159,6 +156,7 @@ def test_grid_loglik_equals_the_terms_summed_one_by_one(setup):
     for i, d in enumerate(rows):
         want = _reference_loglik(bank, resp, pairs, grids, d)
         np.testing.assert_allclose(got[:, i], want, rtol=2e-5, atol=1e-3)
+
 
 def test_flipped_answers_misfit_the_bank(setup, tmp_path):
     """A tiny bank (10 models) knows its items roughly: the test is paired, not absolute.

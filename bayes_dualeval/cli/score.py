@@ -60,8 +60,12 @@ def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
     if items_file is not None:
         items = read_items(items_file)
     result = score_models(
-        Bank.from_run(bank, max_draws=max_draws), list(data), ci=ci, seed=seed,
-        rescore=rescore, items=items,
+        Bank.from_run(bank, max_draws=max_draws),
+        list(data),
+        ci=ci,
+        seed=seed,
+        rescore=rescore,
+        items=items,
     )
     path = write_scores(result, out)
     new = result.scores[result.scores["new"]]

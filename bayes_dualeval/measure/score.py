@@ -266,4 +266,3 @@ def accuracy_table(
                  float(draws.mean()), float(lo[0]), float(hi[0]))
             )  # fmt: skip
     return pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
-
