@@ -311,6 +311,7 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, monkeypatch):
     assert first.info["start_metric"] == second.info["start_metric"] == "curvature"
     assert first.info["rounds"] == second.info["rounds"] == 2
     assert first.samples["theta"].shape[1] == 300 and second.samples["theta"].shape[1] == 350
+    assert np.isfinite(first.samples["theta"]).all() and np.isfinite(second.samples["theta"]).all()
     assert first.info["chain_method"] == "parallel"
     # parallel chains: one traced program for round 1 and one for the continuation's chunks
     assert traced == ([2, 2] if chains > 1 else [0, 0])
