@@ -90,3 +90,71 @@ def test_only_large_data_start_from_the_curvature(setup, monkeypatch):
     assert metric.n_terms(inputs) < metric.MIN_TERMS
     monkeypatch.setattr(metric, "MIN_TERMS", metric.n_terms(inputs))
     assert metric.worth_it(inputs)
+
+
+def test_pilot_gives_each_chain_a_start_with_its_potential_and_gradient(setup):
+    """The starts NUTS is given instead of searching for them in its own program: one per
+    chain, each with the potential and gradient NumPyro would compute there (float32: to
+    1e-4 relative), and a metric that is the geometric mean of the starts' curvatures."""
+    config, inputs = setup
+    dense = global_sites(config, inputs)
+    chains = 3
+    result = metric.pilot(inputs, config, dense, seed=5, chains=chains)
+    starts = result.starts
+    assert starts is not None
+    keys = jax.random.split(jax.random.PRNGKey(5), chains)
+
+    def potential(z):
+        return potential_energy(dualeval_model, (inputs, config), {}, z)
+
+    value_and_grad = jax.jit(jax.value_and_grad(potential))
+    inverses = []
+    for c in range(chains):
+        z = {k: v[c] for k, v in starts.z.items()}
+        for k, v in metric.start_point(inputs, config, keys[c]).items():
+            np.testing.assert_array_equal(np.asarray(z[k]), np.asarray(v))  # the key's start
+        energy, gradient = value_and_grad(z)
+        np.testing.assert_allclose(float(starts.potential_energy[c]), float(energy), rtol=1e-4)
+        for k in z:
+            np.testing.assert_allclose(
+                np.asarray(starts.z_grad[k][c]), np.asarray(gradient[k]), rtol=1e-4, atol=1e-3
+            )
+        curvature = ravel_pytree(metric.hessian_diagonal(inputs, config, keys[c]))[0]
+        inverses.append(1.0 / np.maximum(np.asarray(curvature, np.float64), metric.FLOOR))
+    first = ravel_pytree({k: v[0] for k, v in starts.z.items()})[0]
+    assert not np.allclose(first, ravel_pytree({k: v[1] for k, v in starts.z.items()})[0])
+    expected = np.exp(np.mean(np.log(inverses), axis=0))
+    # the block dictionary in NumPyro's order: the dense block, then the rest by name
+    names = sorted(metric.start_point(inputs, config, keys[0]))
+    sizes = [np.size(metric.start_point(inputs, config, keys[0])[k]) for k in names]
+    by_name = dict(zip(names, np.split(expected, np.cumsum(sizes)[:-1]), strict=True))
+    rest = tuple(sorted(set(names) - set(dense)))
+    np.testing.assert_allclose(
+        np.diag(result.metric[dense]), np.concatenate([by_name[k] for k in dense]), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        result.metric[rest], np.concatenate([by_name[k] for k in rest]), rtol=1e-5
+    )
+    # one chain: its start without the chain axis, as NumPyro takes it
+    one = metric.pilot(inputs, config, dense, seed=5, chains=1).starts
+    assert np.ndim(one.potential_energy) == 0
+    assert all(np.shape(one.z[k]) == np.shape(starts.z[k])[1:] for k in starts.z)
+
+
+def test_pilot_leaves_the_starts_to_numpyro_where_a_gradient_is_not_finite(setup, monkeypatch):
+    """A start whose potential or gradient is not finite is no start: NumPyro's own search
+    then finds the chains' starts, as it does without the pilot."""
+    config, inputs = setup
+    dense = global_sites(config, inputs)
+    real = metric._pilot
+
+    def broken(keys, inputs, config):
+        curvature, starts, energy, gradient = real(keys, inputs, config)
+        name = sorted(gradient)[0]
+        gradient = dict(gradient, **{name: gradient[name].at[-1].set(np.nan)})
+        return curvature, starts, energy, gradient
+
+    monkeypatch.setattr(metric, "_pilot", broken)
+    result = metric.pilot(inputs, config, dense, seed=5, chains=3)
+    assert result.starts is None
+    assert np.isfinite(np.diag(result.metric[dense])).all()  # the metric stands

@@ -31,7 +31,7 @@ from bayes_dualeval.inference.chains import (
 )
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.heartbeat import heartbeat
-from bayes_dualeval.inference.metric import adapted_metric, start_metric, worth_it
+from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
 from bayes_dualeval.model.config import ModelConfig
@@ -172,11 +172,14 @@ def run_nuts(
     large = worth_it(inputs)  # judged on the data as they are
     inputs = padded(inputs)  # shapes in buckets: the same program for similar data
     with timed(timings):
-        metric = None
+        metric = init = None
         if large:
-            metric = start_metric(inputs, config, global_sites(config, inputs), settings.seed)
+            # warm-up's starting metric, and the chains' starts with their potential and
+            # gradient: the chains' program then needs no search for valid starts
+            dense = global_sites(config, inputs)
+            metric, init = pilot(inputs, config, dense, settings.seed, settings.chains)
         mcmc = make_mcmc(inputs, config, current, metric)
-        key, init, draws = jax.random.PRNGKey(settings.seed), None, None
+        key, draws = jax.random.PRNGKey(settings.seed), None
         chunks, progress = 1, {}  # runs of the driver per round; what a round has drawn
         logger.info(
             "round 1: %d chain(s), %d warm-up iterations and %d draws each",
