@@ -10,15 +10,15 @@ iterations ran 255 leapfrog steps, and the chains took ~200 iterations to reach 
 typical set.
 
 :func:`pilot` instead starts the adaptation from the inverse of the diagonal of the
-Hessian of the potential where the chains start (its geometric mean over the chains'
-starts), floored at one unit (a coordinate is never given more room than the identity
-gives it, and a negative or zero curvature, which a start far from the mode can show,
-leaves it at the identity). The Hessian diagonal costs few Hessian-vector products: given
-the group-level sites, the parameters of different items are independent under the model
-(an item's data, prior and anchoring involve only that item and the global sites), so the
-Hessian has no entry between two items of the same site and one product with a vector of
-ones over a whole item-plate site reads off that site's diagonal; every other coordinate
-(abilities, hyperparameters, ``gamma``) takes one product of its own. Everything runs in
+Hessian of the potential where the first chain starts, floored at one unit (a coordinate
+is never given more room than the identity gives it, and a negative or zero curvature,
+which a start far from the mode can show, leaves it at the identity). The Hessian diagonal
+costs few Hessian-vector products: given the group-level sites, the parameters of
+different items are independent under the model (an item's data, prior and anchoring
+involve only that item and the global sites), so the Hessian has no entry between two
+items of the same site and one product with a vector of ones over a whole item-plate site
+reads off that site's diagonal; every other coordinate (abilities, hyperparameters,
+``gamma``) takes one product of its own. Everything runs in
 one compiled program, including the starts themselves (run eagerly, NumPyro's
 initialisation compiles every primitive on its own, which takes seconds).
 
@@ -131,17 +131,14 @@ def pilot(
     Each chain starts where the chains' init strategy
     (:func:`~bayes_dualeval.inference.start.init_strategy`) puts it with a key of its own
     (``PRNGKey(seed)`` split into ``chains`` keys), and with each start come its potential
-    and gradient and the Hessian diagonal there, all from one program body. The metric is
-    the geometric mean over the starts of ``1 / max(curvature, FLOOR)``, coordinate by
-    coordinate (the curvature varies from start to start: on the bundled example the
-    spread of its logarithm over four starts was 0.3-0.6 for the group scales and 1.5 for
-    ``gamma``); with no chains, the curvature at the start drawn with ``PRNGKey(seed)``
+    and gradient, all from one program body. The metric is ``1 / max(curvature, FLOOR)``
+    at the first chain's start; with no chains, at the start drawn with ``PRNGKey(seed)``
     (:func:`start_metric`).
 
     Passed to NumPyro as ``init_params``, they leave NumPyro's search for valid starts out
     of the chains' compiled program (a loop that evaluates the potential and its gradient:
     a copy of the model that XLA compiles again): on the bundled example the chains'
-    program compiled in about 5 s instead of 8 s, the pilot in about 0.3 s more.
+    program compiled in about 5 s instead of 8 s, and the pilot no longer than before.
 
     Parameters
     ----------
@@ -161,11 +158,7 @@ def pilot(
     key = jax.random.PRNGKey(seed)
     keys = key[None] if chains == 0 else jax.random.split(key, chains)
     curvature, starts, energy, gradient = _pilot(keys, inputs, config)
-    with np.errstate(divide="ignore"):  # a zero inverse (never: floored) would give -inf
-        inverse = {
-            k: np.exp(np.mean(np.log(_inverse(np.asarray(v, np.float64))), axis=0))
-            for k, v in curvature.items()
-        }
+    inverse = {k: _inverse(np.asarray(v[0], np.float64)) for k, v in curvature.items()}
 
     def flat(names):
         return np.concatenate([np.ravel(inverse[k]) for k in names]).astype(np.float32)
@@ -264,16 +257,20 @@ def _start_only(key, inputs: ModelInputs, config: ModelConfig) -> dict:
 
 @jax.jit
 def _pilot(keys, inputs: ModelInputs, config: ModelConfig):
-    """Starts, their potential, its gradient and the Hessian diagonal, one per key.
+    """Starts, their potential and its gradient, one per key; the Hessian diagonal at the first.
 
-    Each output has a leading axis over ``keys``; the starts are taken one after the
-    other in one loop body, so that the program holds one copy of the model's derivatives.
+    Each output has a leading axis over ``keys`` (the diagonal: zero past the first
+    start). The starts are taken one after the other in one loop body, so that the program
+    holds one copy of the model's derivatives; the Hessian products run at the first start
+    only (their number grows with the models: a thousand on LSAT7's examinees).
     """
     start, local = _traced_start(keys[0], inputs, config)  # the layout (values unused)
     flat, unravel = ravel_pytree(start)
     # ravel_pytree flattens a dict in the order of its sorted keys
     sizes = {name: int(np.size(start[name])) for name in sorted(start)}
     spans, reads = _probes(sizes, local)
+    owner = jnp.asarray(reads[np.argsort(reads[:, 1]), 0])  # the product of each coordinate
+    spans = jnp.asarray(spans)
     coordinate = jnp.arange(flat.size)
 
     def value_and_grad(x):
@@ -281,20 +278,23 @@ def _pilot(keys, inputs: ModelInputs, config: ModelConfig):
             lambda y: potential_energy(dualeval_model, (inputs, config), {}, unravel(y))
         )(x)
 
-    def at(key):
+    def at(point):
+        # the start, its value and gradient once, then H t for the indicator t of each span
+        # (forward over reverse, one product at a time: memory of a single gradient), each
+        # product's entries on the diagonal kept as it comes
+        key, products = point
         x = ravel_pytree(_traced_start(key, inputs, config)[0])[0]
-        # the value and gradient once, then H t for the indicator t of each span (forward
-        # over reverse, one product at a time: memory of a single gradient)
         (energy, gradient), tangent = jax.linearize(value_and_grad, x)
 
-        def product(span):
-            t = ((coordinate >= span[0]) & (coordinate < span[1])).astype(flat.dtype)
-            return tangent(t)[1]
+        def product(r, diagonal):
+            t = ((coordinate >= spans[r, 0]) & (coordinate < spans[r, 1])).astype(x.dtype)
+            return jnp.where(owner == r, tangent(t)[1], diagonal)
 
-        diagonal = jax.lax.map(product, jnp.asarray(spans))[reads[:, 0], reads[:, 1]]
+        diagonal = jax.lax.fori_loop(0, products, product, jnp.zeros_like(x))
         return x, energy, gradient, diagonal
 
-    points, energy, gradient, diagonals = jax.lax.map(at, keys)
+    products = jnp.where(jnp.arange(keys.shape[0]) == 0, spans.shape[0], 0)
+    points, energy, gradient, diagonals = jax.lax.map(at, (keys, products))
     by_start = jax.vmap(unravel)
     return by_start(diagonals), by_start(points), energy, by_start(gradient)
 
