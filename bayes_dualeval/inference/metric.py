@@ -138,7 +138,8 @@ def pilot(
     Passed to NumPyro as ``init_params``, they leave NumPyro's search for valid starts out
     of the chains' compiled program (a loop that evaluates the potential and its gradient:
     a copy of the model that XLA compiles again): on the bundled example the chains'
-    program compiled in about 5 s instead of 8 s, and the pilot no longer than before.
+    program compiled in 4.7-5.1 s instead of 6.5-8.1 s, the pilot in 3.4-3.7 s against
+    3.3-3.7 s (docs/performance.md).
 
     Parameters
     ----------
