@@ -270,7 +270,7 @@ def _pilot(keys, inputs: ModelInputs, config: ModelConfig):
     # ravel_pytree flattens a dict in the order of its sorted keys
     sizes = {name: int(np.size(start[name])) for name in sorted(start)}
     spans, reads = _probes(sizes, local)
-    owner = jnp.asarray(reads[np.argsort(reads[:, 1]), 0])  # the product of each coordinate
+    owner = jnp.asarray(reads[:, 0])  # the product of each coordinate (row k: coordinate k)
     spans = jnp.asarray(spans)
     coordinate = jnp.arange(flat.size)
 
