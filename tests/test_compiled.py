@@ -309,6 +309,8 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, monkeypatch):
     (first_in, first), (second_in, second) = runs
     assert first_in.pair_i.shape == second_in.pair_i.shape  # the premise: same shapes
     assert first.info["start_metric"] == second.info["start_metric"] == "curvature"
+    # complete static data: the labels as a matrix, whose shape the label count leaves alone
+    assert first.info["static_layout"] == second.info["static_layout"] == "matrix"
     assert first.info["rounds"] == second.info["rounds"] == 2
     assert first.samples["theta"].shape[1] == 300 and second.samples["theta"].shape[1] == 350
     assert np.isfinite(first.samples["theta"]).all() and np.isfinite(second.samples["theta"]).all()

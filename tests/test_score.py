@@ -84,7 +84,11 @@ def test_new_models_cover_their_truth_on_the_bank_scale(setup):
     assert sum(inside) >= 4, inside
     est = [_theta(table, m).theta_mean for m in new_models]
     true = [truth["theta"][m] for m in new_models]
-    assert pd.Series(est).corr(pd.Series(true), method="spearman") >= 0.8
+    # linear, not rank, agreement: three of the six true abilities lie within 0.3 of each
+    # other (-0.10, -0.14, -0.38), about one posterior sd (90% intervals 0.7-0.8 wide), so
+    # their order is a coin flip and one swap takes Spearman's rho to 0.77 (it did when the
+    # bank's draws changed); a scorer that ignores the data, or flips the scale, fails this
+    assert pd.Series(est).corr(pd.Series(true)) >= 0.8
     # ranks count every model; new ones carry person fit, bank ones do not
     assert table["rank_hi"].max() <= len(table) and table["rank_lo"].min() >= 1
     assert table.loc[table["new"], "fit_p"].notna().all()

@@ -31,6 +31,7 @@ from bayes_dualeval.inference.chains import (
 )
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.heartbeat import heartbeat
+from bayes_dualeval.inference.layout import laid_out, static_layout
 from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
@@ -153,7 +154,8 @@ def run_nuts(
         counts the rounds run, ``info["target_accept"]`` and ``info["max_tree_depth"]``
         are those of the final round (``until`` sees the depth of the draws it judges),
         ``info["start_metric"]`` says where warm-up's metric started ("curvature" or
-        "identity").
+        "identity"), ``info["static_layout"]`` how the static labels were read
+        ("matrix", "cells" or "none"; :mod:`~bayes_dualeval.inference.layout`).
 
         Once a round has finished, Ctrl-C keeps what was drawn. A first Ctrl-C during an
         extra round lets that round finish and stops there; a second one (or a
@@ -171,6 +173,7 @@ def run_nuts(
     current = settings
     large = worth_it(inputs)  # judged on the data as they are
     inputs = padded(inputs)  # shapes in buckets: the same program for similar data
+    inputs = laid_out(inputs)  # static labels as a matrix where most are observed
     with timed(timings):
         metric = init = None
         if large:
@@ -257,6 +260,7 @@ def run_nuts(
     draws.info.update(
         rounds=rounds,
         start_metric="identity" if metric is None else "curvature",
+        static_layout=static_layout(inputs),
     )
     return draws
 

@@ -12,6 +12,7 @@ in :mod:`bayes_dualeval.model.priors`.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
@@ -28,6 +29,7 @@ from bayes_dualeval.model.likelihood import (
     arena_total,
     static_distribution,
     static_loglik,
+    static_matrix_loglik,
 )
 from bayes_dualeval.model.priors import (
     asymptotes,
@@ -65,7 +67,10 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     ``sigma_b``, ``mu_log_a``, ``sigma_log_a`` (plate ``group``); ``gamma``, ``level_c``
     (plate ``arena_source``) and, for the reward likelihood, ``sigma``. Static labels are
     the observed site ``static_y`` (plate ``static_cell``, scaled by ``lambda_static``);
-    the arena term is the factor ``arena``. With ``inputs.static_batch`` or
+    the arena term is the factor ``arena``. With ``inputs.static_counts`` set (NUTS's
+    layout where most of the models x items matrix is observed,
+    :mod:`bayes_dualeval.inference.layout`) the static labels enter as the factor
+    ``static`` instead, the same density. With ``inputs.static_batch`` or
     ``inputs.pair_batch`` set (minibatch SVI) and a random seed, the static cells and the
     arena's decisive pairs are random batches weighted up to the whole
     (:mod:`bayes_dualeval.model.subsample`); ``static_cell`` then has the batch's size.
@@ -87,7 +92,11 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
                 anchor = (ability, gamma, level)
         a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
-        if inputs.has_static:
+        if inputs.has_static and inputs.static_counts is not None:
+            # the same density from the models x items matrix (NUTS, most cells observed)
+            ll = jnp.sum(static_matrix_loglik(ability, a, b, inputs, c, d))
+            numpyro.factor("static", config.lambda_static * ll)
+        elif inputs.has_static:
             # minibatch SVI reads a random batch of cells, weighted up to the whole
             rows, weight = batch(inputs.static_y.shape[0], inputs.static_batch)
             cells = inputs.static_cells(rows)

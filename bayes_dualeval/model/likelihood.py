@@ -93,6 +93,26 @@ def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
     return static_distribution(theta, a, b, inputs, c, d).log_prob(inputs.static_y)
 
 
+def static_matrix_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
+    """Bernoulli log likelihood of the static labels per model and item, shape (M, n_static_items).
+
+    The same density as :func:`static_loglik` summed, read from
+    :attr:`~bayes_dualeval.model.inputs.ModelInputs.static_counts` (``k`` correct of ``n``
+    answers per model and item): a label's log likelihood is affine in the label, so a
+    model's answers to an item add up to ``n * loglik(k / n)``, one evaluation per entry of
+    the matrix (0 where ``n`` is 0). Every model meets every item by broadcasting, so the
+    gradient needs no scatter back to the cells; that is what makes it cheaper where most
+    of the matrix is observed.
+    """
+    k, n = inputs.static_counts[0], inputs.static_counts[1]
+    items = inputs.static_items
+    models = jnp.arange(inputs.n_models)[:, None]
+    ability = ability_at(theta, models, items[None, :])
+    eta = links.eta(ability, b[items], None if a is None else a[items])
+    c, d = (None if x is None else x[items] for x in (c, d))
+    return n * links.bernoulli_loglik(k / jnp.maximum(n, 1.0), eta, c, d)
+
+
 def pair_win_probability(p_first, p_second, gamma):
     """``P(first beats second) = sigmoid(gamma (p_first - p_second))`` (NumPy or JAX)."""
     return links.sigmoid(gamma * (p_first - p_second))
