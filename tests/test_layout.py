@@ -67,11 +67,15 @@ def test_the_matrix_counts_every_answer_and_no_padded_cell():
     assert n.max() == 3 and n.sum() == float(np.sum(np.asarray(inputs.static_mask)))
 
 
+#: every branch of the matrix's likelihood: no slope (1PL), floors and ceilings with a
+#: weighted static term (4PL), abilities per domain (integer columns) and per dimension
+#: (weights), static labels alone; the 2PL is the links of the last three
 CONFIGS = {
-    "2pl": (ModelConfig(), {}),
     "1pl": (ModelConfig(irt="1pl"), {}),
-    "3pl, lambda_static 0.5": (ModelConfig(irt="3pl", lambda_static=0.5), {}),
-    "4pl, reward": (ModelConfig(irt="4pl", arena_likelihood="reward"), {}),
+    "4pl, reward, lambda_static 0.5": (
+        ModelConfig(irt="4pl", arena_likelihood="reward", lambda_static=0.5),
+        {},
+    ),
     "domain abilities": (ModelConfig(abilities="domain"), {}),
     "two dimensions": (ModelConfig(dims=2), {"dims": 2}),
     "static only, independent items": (
