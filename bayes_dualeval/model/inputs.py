@@ -180,7 +180,7 @@ class ModelInputs:
     def static_coverage(self) -> float:
         """Share of the models x static items matrix that has a label (0 without one)."""
         size = self.n_models * self.n_static_items
-        return float(jnp.sum(self.static_mask > 0)) / size if size else 0.0
+        return int(np.count_nonzero(np.asarray(self.static_mask))) / size if size else 0.0
 
     def static_cells(self, rows) -> ModelInputs:
         """The inputs with only the static cells ``rows`` (None: all of them)."""
