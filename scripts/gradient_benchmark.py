@@ -74,9 +74,9 @@ def package_potential(inputs, config, *, data_as_argument: bool = False, matrix=
 
     data = padded(inputs)
     if matrix is not None:  # the static layout: as NUTS chooses it, or forced
-        from bayes_dualeval.inference.layout import laid_out
+        from bayes_dualeval.inference.layout import laid_out, with_static_matrix
 
-        data = data.with_static_matrix() if matrix else laid_out(data)
+        data = with_static_matrix(data) if matrix else laid_out(data)
     info = initialize_model(
         jax.random.PRNGKey(0),
         dualeval_model,
@@ -242,6 +242,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from bayes_dualeval import load
+    from bayes_dualeval.inference.layout import static_coverage
     from bayes_dualeval.inference.metric import n_terms
     from bayes_dualeval.model import anchoring
     from bayes_dualeval.model.config import load_spec
@@ -268,7 +269,8 @@ def main(argv=None) -> int:
     rows.append((label, time_gradient(potential, z, args.evals, args.repeats, data)))
     if inputs.has_static:
         potential, _, data = package_potential(inputs, config, data_as_argument=True, matrix=True)
-        label = f"package, static labels as a matrix (coverage {inputs.static_coverage:.2f})"
+        coverage = static_coverage(inputs)
+        label = f"package, static labels as a matrix (coverage {coverage:.2f})"
         rows.append((label, time_gradient(potential, z, args.evals, args.repeats, data)))
     potential, _, _ = package_potential(inputs, config, matrix=False)
     label = "package, data compiled in as constants (cells)"

@@ -49,7 +49,7 @@ def test_the_matrix_counts_every_answer_and_no_padded_cell():
     inputs, _ = build_inputs(_dataset(), ModelConfig())
     inputs = _with_repeats(inputs, [0, 3, 3])  # cell 3 three times in all
     inputs = padded_to(inputs, inputs.static_y.shape[0] + 5, inputs.pair_w.shape[0])
-    counts = np.asarray(inputs.with_static_matrix().static_counts)
+    counts = np.asarray(layout.with_static_matrix(inputs).static_counts)
     assert counts.shape == (2, inputs.n_models, inputs.n_static_items)
     k = np.zeros(counts.shape[1:])
     n = np.zeros(counts.shape[1:])
@@ -98,7 +98,8 @@ def test_the_matrix_gives_the_log_joint_of_the_cells(name):
     cells = padded_to(inputs, inputs.static_y.shape[0] + 3, inputs.pair_w.shape[0])
     # every label the other way: the matrix must follow the labels, not just match once
     flipped = dataclasses.replace(cells, static_y=1.0 - cells.static_y)
-    layouts = (cells, cells.with_static_matrix(), flipped, flipped.with_static_matrix())
+    matrix = layout.with_static_matrix
+    layouts = (cells, matrix(cells), flipped, matrix(flipped))
 
     @jax.jit
     def joint(latent, layouts):
@@ -121,8 +122,8 @@ def test_the_layout_follows_coverage_and_keeps_batches_and_arena_only_data_as_th
     full, _ = build_inputs(_dataset(missing=0.0), ModelConfig())
     sparse, _ = build_inputs(_dataset(missing=0.6), ModelConfig())
     arena_only, _ = build_inputs(_dataset(), ModelConfig(mode="arena"))
-    assert full.static_coverage == 1.0
-    assert sparse.static_coverage < layout.MATRIX_COVERAGE
+    assert layout.static_coverage(full) == 1.0
+    assert layout.static_coverage(sparse) < layout.MATRIX_COVERAGE
     assert layout.static_layout(full) == "matrix"
     assert layout.laid_out(full).static_counts is not None
     assert layout.static_layout(sparse) == "cells"
@@ -132,4 +133,4 @@ def test_the_layout_follows_coverage_and_keeps_batches_and_arena_only_data_as_th
     assert layout.laid_out(arena_only) is arena_only
     # padded cells do not count as observed
     padded = padded_to(sparse, 4 * sparse.static_y.shape[0], sparse.pair_w.shape[0])
-    assert padded.static_coverage == pytest.approx(sparse.static_coverage)
+    assert layout.static_coverage(padded) == pytest.approx(layout.static_coverage(sparse))

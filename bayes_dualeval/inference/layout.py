@@ -4,7 +4,7 @@ The joint model reads the static labels as a list of cells: each cell gathers it
 ability and its item's parameters, and the gradient scatters back to abilities and items
 with one addition per cell. Where most models answered most items, the same density is
 cheaper as a models x items matrix of counts
-(:meth:`~bayes_dualeval.model.inputs.ModelInputs.with_static_matrix`): every model meets
+(:func:`with_static_matrix`): every model meets
 every item by broadcasting, and the gradient is a sum over rows and columns, with no
 scatter. The matrix costs one evaluation per entry, observed or not, so
 it pays only above a share of observed entries.
@@ -33,6 +33,11 @@ and SVI may read random batches of cells: both keep the cells.
 
 from __future__ import annotations
 
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
 from bayes_dualeval.model.inputs import ModelInputs
 
 #: Least share of the models x static items matrix with a label for NUTS to read the
@@ -48,7 +53,7 @@ def static_layout(inputs: ModelInputs) -> str:
     """
     if not inputs.has_static:
         return "none"
-    if inputs.static_batch or inputs.static_coverage < MATRIX_COVERAGE:
+    if inputs.static_batch or static_coverage(inputs) < MATRIX_COVERAGE:
         return "cells"
     return "matrix"
 
@@ -56,5 +61,33 @@ def static_layout(inputs: ModelInputs) -> str:
 def laid_out(inputs: ModelInputs) -> ModelInputs:
     """``inputs`` with the static labels as a matrix where :func:`static_layout` says so."""
     if static_layout(inputs) == "matrix":
-        return inputs.with_static_matrix()
+        return with_static_matrix(inputs)
     return inputs
+
+
+def static_coverage(inputs: ModelInputs) -> float:
+    """Share of the models x static items matrix that has a label (0 without one).
+
+    Padded cells (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_mask` 0) do not
+    count.
+    """
+    size = inputs.n_models * inputs.n_static_items
+    return int(np.count_nonzero(np.asarray(inputs.static_mask))) / size if size else 0.0
+
+
+def with_static_matrix(inputs: ModelInputs) -> ModelInputs:
+    """``inputs`` with the static labels also laid out as ``static_counts``.
+
+    Correct answers and answers per model and static item
+    (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_counts`), from the cells that
+    count (a padded cell adds nothing); a model that answered an item more than once counts
+    every answer.
+    """
+    column = np.full(inputs.n_items, -1, np.int64)
+    column[np.asarray(inputs.static_items)] = np.arange(inputs.n_static_items)
+    weight = np.asarray(inputs.static_mask, np.float32)
+    where = (np.asarray(inputs.static_model), column[np.asarray(inputs.static_item)])
+    counts = np.zeros((2, inputs.n_models, inputs.n_static_items), np.float32)
+    np.add.at(counts[0], where, weight * np.asarray(inputs.static_y, np.float32))
+    np.add.at(counts[1], where, weight)
+    return dataclasses.replace(inputs, static_counts=jnp.asarray(counts))

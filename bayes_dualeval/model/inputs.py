@@ -106,8 +106,9 @@ class ModelInputs:
         (:mod:`bayes_dualeval.model.subsample`; minibatch SVI), 0 for every one (static
         metadata; set by :meth:`with_batches`).
     static_counts : jax.Array of float32, shape (2, M, n_static_items), or None
-        The static labels as a models x items matrix, set by :meth:`with_static_matrix`
-        (NUTS does when most cells are observed, :mod:`bayes_dualeval.inference.layout`):
+        The static labels as a models x items matrix, set by
+        :func:`bayes_dualeval.inference.layout.with_static_matrix` (NUTS's layout when most
+        cells are observed):
         correct answers (row 0) and answers (row 1) of each model to each item of
         :attr:`static_items`, in that order; 0 and 0 where a model has no label. When
         set, the joint model reads the static likelihood from it (the same density,
@@ -160,27 +161,6 @@ class ModelInputs:
             :func:`~bayes_dualeval.model.subsample.batch` reads them).
         """
         return dataclasses.replace(self, static_batch=int(static), pair_batch=int(pairs))
-
-    def with_static_matrix(self) -> ModelInputs:
-        """The same inputs, with the static labels also laid out as :attr:`static_counts`.
-
-        Computed from the cells that count (:attr:`static_mask`: a padded cell adds
-        nothing); a model that answered an item more than once counts every answer.
-        """
-        column = np.full(self.n_items, -1, np.int64)
-        column[np.asarray(self.static_items)] = np.arange(self.n_static_items)
-        weight = np.asarray(self.static_mask, np.float32)
-        where = (np.asarray(self.static_model), column[np.asarray(self.static_item)])
-        counts = np.zeros((2, self.n_models, self.n_static_items), np.float32)
-        np.add.at(counts[0], where, weight * np.asarray(self.static_y, np.float32))
-        np.add.at(counts[1], where, weight)
-        return dataclasses.replace(self, static_counts=jnp.asarray(counts))
-
-    @property
-    def static_coverage(self) -> float:
-        """Share of the models x static items matrix that has a label (0 without one)."""
-        size = self.n_models * self.n_static_items
-        return int(np.count_nonzero(np.asarray(self.static_mask))) / size if size else 0.0
 
     def static_cells(self, rows) -> ModelInputs:
         """The inputs with only the static cells ``rows`` (None: all of them)."""
