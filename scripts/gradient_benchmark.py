@@ -57,15 +57,16 @@ import numpy as np  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def package_potential(inputs, config, *, data_as_argument: bool = False, matrix=None):
+def package_potential(inputs, config, *, data_as_argument: bool = False, layout="cells"):
     """The package's potential, a starting point and the data it reads, as NUTS sees them.
 
     ``data_as_argument``: the potential is a function of ``(z, data)`` and the data are an
     argument of the compiled program, as in the sampler (``inference/chains.py``);
     otherwise a function of ``z`` with the data compiled in as constants (the returned
     data are then None). The two differ: XLA folds computations on constant data away.
-    ``matrix``: the static labels as cells (False), as a matrix (True), or as NUTS lays
-    them out (None).
+    ``layout``: every term as a list of cells and pairs (``"cells"``), the static labels
+    as a matrix (``"static matrix"``), or as NUTS lays the data out (``"nuts"``: the static
+    and the arena matrices where their coverage says so, ``inference/layout.py``).
     """
     from numpyro.infer.util import initialize_model
 
@@ -73,10 +74,12 @@ def package_potential(inputs, config, *, data_as_argument: bool = False, matrix=
     from bayes_dualeval.model.joint import dualeval_model
 
     data = padded(inputs)
-    if matrix is not None:  # the static layout: as NUTS chooses it, or forced
-        from bayes_dualeval.inference.layout import laid_out, with_static_matrix
+    from bayes_dualeval.inference.layout import laid_out, with_static_matrix
 
-        data = with_static_matrix(data) if matrix else laid_out(data)
+    if layout == "static matrix":
+        data = with_static_matrix(data)
+    elif layout == "nuts":
+        data = laid_out(data, config)
     info = initialize_model(
         jax.random.PRNGKey(0),
         dualeval_model,
@@ -242,7 +245,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from bayes_dualeval import load
-    from bayes_dualeval.inference.layout import static_coverage
+    from bayes_dualeval.inference.buckets import padded
+    from bayes_dualeval.inference.layout import (
+        arena_layout,
+        pair_coverage,
+        static_coverage,
+        static_layout,
+    )
     from bayes_dualeval.inference.metric import n_terms
     from bayes_dualeval.model import anchoring
     from bayes_dualeval.model.config import load_spec
@@ -262,23 +271,32 @@ def main(argv=None) -> int:
     inputs, _ = build_inputs(dataset, config, centred="auto")
     plain, _ = build_inputs(dataset, config, centred="none")
     rows = []
-    potential, z, data = package_potential(inputs, config, data_as_argument=True, matrix=False)
+    potential, z, data = package_potential(inputs, config, data_as_argument=True)
     if args.point == "warm":
         z = warmed_point(inputs, config)
-    label = "package, data as arguments, static labels as cells"
+    label = "package, data as arguments, cells and pairs as lists"
     rows.append((label, time_gradient(potential, z, args.evals, args.repeats, data)))
     if inputs.has_static:
-        potential, _, data = package_potential(inputs, config, data_as_argument=True, matrix=True)
+        potential, _, data = package_potential(
+            inputs, config, data_as_argument=True, layout="static matrix"
+        )
         coverage = static_coverage(inputs)
         label = f"package, static labels as a matrix (coverage {coverage:.2f})"
         rows.append((label, time_gradient(potential, z, args.evals, args.repeats, data)))
-    potential, _, _ = package_potential(inputs, config, matrix=False)
-    label = "package, data compiled in as constants (cells)"
+    potential, _, data = package_potential(inputs, config, data_as_argument=True, layout="nuts")
+    padded_inputs = padded(inputs)
+    label = (
+        f"package as NUTS lays it out (static {static_layout(padded_inputs)}, arena "
+        f"{arena_layout(padded_inputs, config)}, pair coverage {pair_coverage(padded_inputs):.2f})"
+    )
+    rows.append((label, time_gradient(potential, z, args.evals, args.repeats, data)))
+    potential, _, _ = package_potential(inputs, config)
+    label = "package, data compiled in as constants (lists)"
     rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
     steps = anchoring.NEWTON_STEPS
     anchoring.NEWTON_STEPS = 0  # what the solve costs: not a density to sample
     try:
-        potential, _, _ = package_potential(inputs, config, matrix=False)
+        potential, _, _ = package_potential(inputs, config)
         label = f"package without its (at most {steps}) Newton steps (constants; for scale only)"
         rows.append((label, time_gradient(potential, z, args.evals, args.repeats)))
     finally:

@@ -311,6 +311,8 @@ def test_chains_compile_once_for_data_of_the_same_shapes(chains, monkeypatch):
     assert first.info["start_metric"] == second.info["start_metric"] == "curvature"
     # complete static data: the labels as a matrix, whose shape the label count leaves alone
     assert first.info["static_layout"] == second.info["static_layout"] == "matrix"
+    # the arena matrix's shape depends on the prompts and models, not on the decisive pairs
+    assert first.info["arena_layout"] == second.info["arena_layout"] == "matrix"
     assert first.info["rounds"] == second.info["rounds"] == 2
     assert first.samples["theta"].shape[1] == 300 and second.samples["theta"].shape[1] == 350
     assert np.isfinite(first.samples["theta"]).all() and np.isfinite(second.samples["theta"]).all()

@@ -1,4 +1,4 @@
-"""Static labels as a models x items matrix: the density of the cells, chosen by coverage."""
+"""Static labels and arena pairs as matrices: the density of the lists, chosen by coverage."""
 
 from __future__ import annotations
 
@@ -125,12 +125,148 @@ def test_the_layout_follows_coverage_and_keeps_batches_and_arena_only_data_as_th
     assert layout.static_coverage(full) == 1.0
     assert layout.static_coverage(sparse) < layout.MATRIX_COVERAGE
     assert layout.static_layout(full) == "matrix"
-    assert layout.laid_out(full).static_counts is not None
+    assert layout.laid_out(full, ModelConfig()).static_counts is not None
     assert layout.static_layout(sparse) == "cells"
-    assert layout.laid_out(sparse).static_counts is None
+    assert layout.laid_out(sparse, ModelConfig()).static_counts is None
     assert layout.static_layout(full.with_batches(8, 0)) == "cells"
     assert layout.static_layout(arena_only) == "none"
-    assert layout.laid_out(arena_only) is arena_only
+    assert layout.laid_out(arena_only, ModelConfig(mode="arena")).static_counts is None
     # padded cells do not count as observed
     padded = padded_to(sparse, 4 * sparse.static_y.shape[0], sparse.pair_w.shape[0])
     assert layout.static_coverage(padded) == pytest.approx(layout.static_coverage(sparse))
+
+
+def _swapped(inputs, every=1):
+    """The same pairs, every ``every``-th stored the other way round (sides swapped, ``1 - t``).
+
+    ``pair_linear`` (``sum w (1 - t)`` where a cell is first, minus where it is second)
+    is recomputed from the pairs, so the density is unchanged.
+    """
+    swap = np.arange(inputs.pair_w.shape[0]) % every == 0
+    i = np.where(swap, np.asarray(inputs.pair_j), np.asarray(inputs.pair_i))
+    j = np.where(swap, np.asarray(inputs.pair_i), np.asarray(inputs.pair_j))
+    w, t = np.asarray(inputs.pair_w), np.asarray(inputs.pair_t)
+    t = np.where(swap, 1.0 - t, t)
+    linear = np.zeros(inputs.arena_model.shape[0], np.float64)
+    np.add.at(linear, i, w * (1.0 - t))
+    np.add.at(linear, j, -w * (1.0 - t))
+    return dataclasses.replace(
+        inputs,
+        pair_i=jnp.asarray(i),
+        pair_j=jnp.asarray(j),
+        pair_t=jnp.asarray(t, jnp.float32),
+        pair_linear=jnp.asarray(linear, jnp.float32),
+    )
+
+
+#: every branch the arena matrix reads: the level term with anchored prompts (the
+#: default), DualEval's unweighted pairs without a level and with both-bad pairs weighted,
+#: no slope (1PL), abilities per domain and per dimension, the arena alone
+ARENA_CONFIGS = {
+    "2pl, anchored": (ModelConfig(), {}),
+    "pairs-full, no level, lambda_bb 2": (
+        ModelConfig(arena_likelihood="pairs-full", arena_level="none", lambda_bb=2.0),
+        {},
+    ),
+    "1pl": (ModelConfig(irt="1pl"), {}),
+    "domain abilities, lambda_arena 0.5": (
+        ModelConfig(abilities="domain", lambda_arena=0.5),
+        {},
+    ),
+    "two dimensions": (ModelConfig(dims=2), {"dims": 2}),
+    "arena only": (ModelConfig(mode="arena"), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(ARENA_CONFIGS))
+def test_the_arena_matrix_gives_the_log_joint_and_gradient_of_the_lists(name):
+    """The same log joint and gradient from the arena matrix as from the lists.
+
+    At two prior draws, with padded pairs, with pairs stored as the data give them
+    (first model before second), with every other pair and with every pair stored the
+    other way round (the matrix's slots hold ``i < j``), and with every soft target
+    reversed (another density, which the matrix must follow too).
+    """
+    config, data = ARENA_CONFIGS[name]
+    inputs, _ = build_inputs(_dataset(missing=0.1, arena=8, **data), config, centred="auto")
+    lists = padded_to(inputs, inputs.static_y.shape[0], inputs.pair_w.shape[0] + 5)
+    mixed = _swapped(lists, every=2)
+    models = np.asarray(mixed.arena_model)
+    real = np.asarray(mixed.pair_w) > 0
+    first, second = models[np.asarray(mixed.pair_i)], models[np.asarray(mixed.pair_j)]
+    assert 0 < np.sum(real & (first > second)) < np.sum(real)  # both orientations occur
+    reversed_targets = dataclasses.replace(lists, pair_t=1.0 - lists.pair_t)
+    reversed_targets = _swapped(_swapped(reversed_targets))  # pair_linear from the targets
+    matrix = layout.with_arena_matrix
+    layouts = (
+        lists, matrix(lists), matrix(mixed), matrix(_swapped(lists)),
+        reversed_targets, matrix(reversed_targets),
+    )  # fmt: skip
+
+    def log_joint(latent, x):
+        return log_density(dualeval_model, (x, config), {}, latent)[0]
+
+    @jax.jit
+    def joint(latent, layouts):
+        return [jax.value_and_grad(log_joint)(latent, x) for x in layouts]
+
+    for seed in (0, 1):
+        tr = compiled_trace(dualeval_model, lists, config, seed=seed)
+        latent = {
+            k: v["value"] for k, v in tr.items() if v["type"] == "sample" and not v["is_observed"]
+        }
+        results = joint(latent, layouts)
+        values = np.array([float(v) for v, _ in results])
+        assert np.all(np.isfinite(values))
+        np.testing.assert_allclose(values[1:4], values[0], rtol=2e-6)
+        np.testing.assert_allclose(values[5], values[4], rtol=2e-6)
+        assert abs(values[4] - values[0]) > 1e-2
+        for k, g in results[0][1].items():
+            scale = float(np.max(np.abs(g))) + 1.0
+            for other in (1, 2, 3):
+                np.testing.assert_allclose(results[other][1][k], g, atol=2e-5 * scale, err_msg=k)
+            np.testing.assert_allclose(
+                results[5][1][k], results[4][1][k], atol=2e-5 * scale, err_msg=k
+            )
+
+
+def test_the_arena_matrix_holds_every_cell_and_pair_weight_once():
+    inputs, _ = build_inputs(_dataset(missing=0.1, arena=8), ModelConfig())
+    inputs = padded_to(inputs, inputs.static_y.shape[0], inputs.pair_w.shape[0] + 7)
+    matrix = layout.with_arena_matrix(inputs).arena_matrix
+    m = inputs.n_models
+    assert matrix.weights.shape == (3, len(np.unique(np.asarray(inputs.arena_item))), m)
+    assert matrix.slots.shape == (matrix.weights.shape[1], m * (m - 1) // 2)
+    weights = np.asarray(matrix.weights, np.float64)
+    assert weights[0].sum() == inputs.arena_model.shape[0] and weights[0].max() == 1.0
+    np.testing.assert_allclose(weights[1].sum(), np.sum(np.asarray(inputs.bb_count)), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(matrix.slots).sum(), np.sum(np.asarray(inputs.pair_w)), rtol=1e-6
+    )
+
+
+def test_the_arena_layout_needs_pairs_that_fill_the_matrix():
+    full, _ = build_inputs(_dataset(missing=0.0), ModelConfig())
+    assert layout.pair_coverage(full) >= layout.PAIR_COVERAGE
+    assert layout.arena_layout(full, ModelConfig()) == "matrix"
+    assert layout.laid_out(full, ModelConfig()).arena_matrix is not None
+    for config in (ModelConfig(mode="bt"), ModelConfig(arena_likelihood="reward")):
+        inputs, _ = build_inputs(_dataset(missing=0.0), config)
+        assert layout.arena_layout(inputs, config) == "cells"
+        assert layout.laid_out(inputs, config).arena_matrix is None
+    assert layout.arena_layout(full.with_batches(0, 8), ModelConfig()) == "cells"
+    static_only, _ = build_inputs(_dataset(arena=0), ModelConfig(mode="static"))
+    assert layout.arena_layout(static_only, ModelConfig(mode="static")) == "none"
+    # a model that answered a prompt twice: the matrix has one place for it
+    twice = dataclasses.replace(
+        full,
+        arena_model=jnp.concatenate([full.arena_model, full.arena_model[:1]]),
+        arena_item=jnp.concatenate([full.arena_item, full.arena_item[:1]]),
+        arena_z=jnp.concatenate([full.arena_z, full.arena_z[:1]]),
+        pair_linear=jnp.concatenate([full.pair_linear, jnp.zeros(1)]),
+        bb_count=jnp.concatenate([full.bb_count, jnp.zeros(1)]),
+    )
+    assert layout.pair_coverage(twice) == 0.0
+    # few decisive pairs: the lists
+    few = dataclasses.replace(full, pair_w=full.pair_w * (jnp.arange(full.pair_w.shape[0]) < 3))
+    assert layout.arena_layout(few, ModelConfig()) == "cells"

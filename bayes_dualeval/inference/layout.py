@@ -38,11 +38,20 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
+from bayes_dualeval.model.arena_matrix import BOTH_BAD, CELLS, LINEAR, ArenaMatrix
+from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 
 #: Least share of the models x static items matrix with a label for NUTS to read the
 #: static labels as a matrix (the 60 x 1,000 simulation above is slower at 0.5).
 MATRIX_COVERAGE = 0.6
+#: Least share of the prompts x model-pairs slots holding a decisive pair for NUTS to read
+#: the arena as a matrix (the pair term alone, 12 models on 100 prompts: 21 us dense at any
+#: coverage, against 5 us for 1,045 pairs at 0.16, 15 us for 3,329 at 0.50 and 110-130 us
+#: from 4,297 pairs at 0.65 up; 60 models at 0.20: 714 against 871 us).
+PAIR_COVERAGE = 0.25
+#: Most models for the arena matrix: its matrix product grows with the cube of the models.
+MATRIX_MODELS = 64
 
 
 def static_layout(inputs: ModelInputs) -> str:
@@ -58,11 +67,93 @@ def static_layout(inputs: ModelInputs) -> str:
     return "matrix"
 
 
-def laid_out(inputs: ModelInputs) -> ModelInputs:
-    """``inputs`` with the static labels as a matrix where :func:`static_layout` says so."""
+def laid_out(inputs: ModelInputs, config: ModelConfig) -> ModelInputs:
+    """``inputs`` laid out as :func:`static_layout` and :func:`arena_layout` say."""
     if static_layout(inputs) == "matrix":
-        return with_static_matrix(inputs)
+        inputs = with_static_matrix(inputs)
+    if arena_layout(inputs, config) == "matrix":
+        inputs = with_arena_matrix(inputs)
     return inputs
+
+
+def arena_layout(inputs: ModelInputs, config: ModelConfig) -> str:
+    """``"matrix"`` or ``"cells"``: how NUTS reads the arena ("none" without it).
+
+    The matrix (:mod:`bayes_dualeval.model.arena_matrix`) for the pairs likelihoods, where
+    the decisive pairs fill at least :data:`PAIR_COVERAGE` of the prompts x model-pairs
+    slots, with at most :data:`MATRIX_MODELS` models, each model answering a prompt at
+    most once, and every pair read (not random batches).
+    """
+    if not inputs.has_arena:
+        return "none"
+    if (
+        config.mode == "bt"
+        or config.arena_likelihood not in ("pairs", "pairs-full")
+        or inputs.pair_batch
+        or inputs.n_models > MATRIX_MODELS
+        or pair_coverage(inputs) < PAIR_COVERAGE
+    ):
+        return "cells"
+    return "matrix"
+
+
+def pair_coverage(inputs: ModelInputs) -> float:
+    """Decisive pairs per slot of the prompts x model-pairs matrix (0 when it cannot hold them).
+
+    A slot is a pair of models on an arena prompt; the pairs of the data (padding left
+    out) fill at most one each. 0 where a model answered a prompt twice or a pair joins a
+    model to itself, which the matrix cannot hold.
+    """
+    models = np.asarray(inputs.arena_model)
+    cells = np.stack([models, np.asarray(inputs.arena_item)], axis=1)
+    real = np.asarray(inputs.pair_w) > 0
+    first, second = np.asarray(inputs.pair_i)[real], np.asarray(inputs.pair_j)[real]
+    if len(np.unique(cells, axis=0)) < len(cells) or np.any(models[first] == models[second]):
+        return 0.0
+    slots = len(np.unique(cells[:, 1])) * inputs.n_models * (inputs.n_models - 1) // 2
+    return int(np.count_nonzero(real)) / slots if slots else 0.0
+
+
+def with_arena_matrix(inputs: ModelInputs) -> ModelInputs:
+    """``inputs`` with the arena also laid out by prompt (:class:`ArenaMatrix`).
+
+    Each arena cell's count, both-bad weight and linear coefficient (``pair_linear``) go
+    to its prompt's row and its model's column; each decisive pair's weight goes to the
+    slot of its two models, ``i < j``. A pair stored the other way round adds ``w`` to
+    the smaller model's linear coefficient and takes ``w`` from the larger's
+    (:mod:`bayes_dualeval.model.arena_matrix`). Padded pairs (weight 0) add nothing.
+    """
+    models, items = np.asarray(inputs.arena_model), np.asarray(inputs.arena_item)
+    prompts = np.unique(items)
+    row = np.full(inputs.n_items, -1, np.int64)
+    row[prompts] = np.arange(len(prompts))
+    m = inputs.n_models
+    weights = np.zeros((3, len(prompts), m), np.float64)
+    np.add.at(weights[CELLS], (row[items], models), 1.0)
+    np.add.at(weights[BOTH_BAD], (row[items], models), np.asarray(inputs.bb_count))
+    np.add.at(weights[LINEAR], (row[items], models), np.asarray(inputs.pair_linear))
+    w = np.asarray(inputs.pair_w, np.float64)
+    real = w > 0
+    w = w[real]
+    first = np.asarray(inputs.pair_i)[real]
+    second = np.asarray(inputs.pair_j)[real]
+    r = row[items[first]]
+    lo = np.minimum(models[first], models[second])
+    hi = np.maximum(models[first], models[second])
+    flipped = models[first] > models[second]
+    # w log s(-x) = w [log s(x) - x], x = gamma (p_lo - p_hi): -gamma (w p_lo - w p_hi)
+    np.add.at(weights[LINEAR], (r[flipped], lo[flipped]), w[flipped])
+    np.add.at(weights[LINEAR], (r[flipped], hi[flipped]), -w[flipped])
+    slot = np.zeros((m, m), np.int64)
+    slot[np.triu_indices(m, 1)] = np.arange(m * (m - 1) // 2)
+    slots = np.zeros((len(prompts), m * (m - 1) // 2), np.float64)
+    np.add.at(slots, (r, slot[lo, hi]), w)
+    matrix = ArenaMatrix(
+        jnp.asarray(prompts, jnp.int32),
+        jnp.asarray(weights, jnp.float32),
+        jnp.asarray(slots, jnp.float32),
+    )
+    return dataclasses.replace(inputs, arena_matrix=matrix)
 
 
 def static_coverage(inputs: ModelInputs) -> float:

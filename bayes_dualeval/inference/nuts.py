@@ -31,7 +31,7 @@ from bayes_dualeval.inference.chains import (
 )
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.heartbeat import heartbeat
-from bayes_dualeval.inference.layout import laid_out, static_layout
+from bayes_dualeval.inference.layout import arena_layout, laid_out, static_layout
 from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
@@ -173,7 +173,7 @@ def run_nuts(
     current = settings
     large = worth_it(inputs)  # judged on the data as they are
     inputs = padded(inputs)  # shapes in buckets: the same program for similar data
-    inputs = laid_out(inputs)  # static labels as a matrix where most are observed
+    inputs = laid_out(inputs, config)  # matrices where most of them are observed
     with timed(timings):
         metric = init = None
         if large:
@@ -261,6 +261,7 @@ def run_nuts(
         rounds=rounds,
         start_metric="identity" if metric is None else "curvature",
         static_layout=static_layout(inputs),
+        arena_layout=arena_layout(inputs, config),
     )
     return draws
 

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
+from bayes_dualeval.model.arena_matrix import per_item, prompt_ability, prompt_eta
 from bayes_dualeval.model.inputs import ModelInputs
 
 #: Most Newton iterations for the level-implied difficulty (vectorised over prompts) ...
@@ -51,17 +52,27 @@ def _mean_probability(b, a, theta, inputs: ModelInputs, *, slope: bool = False):
     With ``slope``, also ``dw_q / db_q = -a_q mean p (1 - p) (1 - 2 p)``, from the same
     pass over the cells.
     """
-    item = inputs.arena_item
-    ability = ability_at(theta, inputs.arena_model, item)
-    p = links.probability(links.eta(ability, b[item], a[item]))
+    if inputs.arena_matrix is None:
+        item = inputs.arena_item
+        ability = ability_at(theta, inputs.arena_model, item)
+        p = links.probability(links.eta(ability, b[item], a[item]))
+    else:  # every model on every arena prompt (NUTS's layout where most are observed)
+        p = links.probability(prompt_eta(theta, a, b, inputs.arena_matrix, inputs.n_models))
     n = jnp.maximum(inputs.prompt_n, 1.0)
     pq = p * (1.0 - p)
-    pbar = jax.ops.segment_sum(p, item, inputs.n_items) / n
-    w = jax.ops.segment_sum(pq, item, inputs.n_items) / n
+    pbar = _per_item(p, inputs) / n
+    w = _per_item(pq, inputs) / n
     if not slope:
         return pbar, w
-    dw = -a * jax.ops.segment_sum(pq * (1.0 - 2.0 * p), item, inputs.n_items) / n
+    dw = -a * _per_item(pq * (1.0 - 2.0 * p), inputs) / n
     return pbar, w, dw
+
+
+def _per_item(values, inputs: ModelInputs):
+    """Sums of ``values`` over each arena prompt's cells (list or matrix), shape (Q,)."""
+    if inputs.arena_matrix is None:
+        return jax.ops.segment_sum(values, inputs.arena_item, inputs.n_items)
+    return per_item(values, inputs.arena_matrix, inputs.n_items)
 
 
 def _newton(theta, a, target, inputs: ModelInputs):
@@ -77,8 +88,11 @@ def _newton(theta, a, target, inputs: ModelInputs):
     (:func:`level_difficulty`).
     """
     n = jnp.maximum(inputs.prompt_n, 1.0)
-    ability = ability_at(theta, inputs.arena_model, inputs.arena_item)
-    theta_bar = jax.ops.segment_sum(ability, inputs.arena_item, inputs.n_items)
+    if inputs.arena_matrix is None:
+        theta_bar = _per_item(ability_at(theta, inputs.arena_model, inputs.arena_item), inputs)
+    else:
+        ability = prompt_ability(theta, inputs.arena_matrix, inputs.n_models)
+        theta_bar = _per_item(ability, inputs)
     # exact when every model has the same ability; Newton refines it
     start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
     used = inputs.prompt_n > 0  # the other items' values are placeholders

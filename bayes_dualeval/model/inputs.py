@@ -24,6 +24,7 @@ import numpy as np
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
+from bayes_dualeval.model.arena_matrix import ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.pilot import centring, prompt_level
 from bayes_dualeval.model.spec import DualEvalModel
@@ -114,6 +115,12 @@ class ModelInputs:
         set, the joint model reads the static likelihood from it (the same density,
         :func:`~bayes_dualeval.model.likelihood.static_matrix_loglik`); the cells stay for
         every other reader. None by default.
+    arena_matrix : ArenaMatrix or None
+        The arena's cells and decisive pairs laid out by prompt, set by
+        :func:`bayes_dualeval.inference.layout.with_arena_matrix` (NUTS's layout when most
+        pairs of models meet on most prompts; :mod:`bayes_dualeval.model.arena_matrix`).
+        When set, the joint model reads the arena term and the anchoring solve from it
+        (the same density); the lists stay for every other reader. None by default.
     """
 
     n_models: int
@@ -150,6 +157,7 @@ class ModelInputs:
     static_batch: int = 0
     pair_batch: int = 0
     static_counts: jax.Array | None = None
+    arena_matrix: ArenaMatrix | None = None
 
     def with_batches(self, static: int, pairs: int) -> ModelInputs:
         """The same inputs, their likelihood estimated from random batches of this size.

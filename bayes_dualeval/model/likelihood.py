@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from bayes_dualeval.model import links
+from bayes_dualeval.model import arena_matrix, links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
@@ -156,6 +156,8 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
     if config.mode == "bt":
         ll = _pair_sum(theta, 1.0, inputs) - jnp.dot(inputs.pair_linear, theta)
         return config.lambda_arena * ll
+    if inputs.arena_matrix is not None:
+        return _arena_matrix_total(theta, a, b, gamma, inputs, config, level)
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
     ll_bb = 0.0
@@ -167,6 +169,21 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
     if level is not None:
         ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs))
     return config.lambda_arena * ll + config.lambda_bb * ll_bb
+
+
+def _arena_matrix_total(theta, a, b, gamma, inputs: ModelInputs, config: ModelConfig, level):
+    """:func:`arena_total` of a pairs likelihood, read from ``inputs.arena_matrix``."""
+    matrix = inputs.arena_matrix
+    eta = arena_matrix.prompt_eta(theta, a, b, matrix, inputs.n_models)
+    p = links.probability(eta)
+    ll = arena_matrix.pair_total(p, gamma, matrix)
+    if level is not None:
+        pbar = arena_matrix.per_item(p, matrix, inputs.n_items)
+        ll = ll + jnp.sum(
+            level_at_mean(pbar / jnp.maximum(inputs.prompt_n, 1.0), gamma, level, inputs)
+        )
+    both_bad = arena_matrix.both_bad_total(eta, matrix)
+    return config.lambda_arena * ll + config.lambda_bb * both_bad
 
 
 def _pair_sum(value, gamma, inputs: ModelInputs):
@@ -227,6 +244,11 @@ def level_per_item(p, gamma, level_c, inputs: ModelInputs):
     """
     n = jnp.maximum(inputs.prompt_n, 1.0)
     pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
+    return level_at_mean(pbar, gamma, level_c, inputs)
+
+
+def level_at_mean(pbar, gamma, level_c, inputs: ModelInputs):
+    """:func:`level_per_item` from each prompt's mean success probability ``pbar`` (Q,)."""
     se = inputs.prompt_se
     resid = (inputs.prompt_zbar - level_c[inputs.level_group] - gamma * pbar) / se
     ll = -0.5 * resid**2 - jnp.log(se) - 0.5 * _LOG_2PI
