@@ -32,7 +32,7 @@ import jax.numpy as jnp
 
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
-from bayes_dualeval.model.arena_matrix import per_item, prompt_ability, prompt_eta
+from bayes_dualeval.model.arena_matrix import CELLS, prompt_ability
 from bayes_dualeval.model.inputs import ModelInputs
 
 #: Most Newton iterations for the level-implied difficulty (vectorised over prompts) ...
@@ -47,36 +47,54 @@ TARGET_EPS = 0.01
 
 
 def _mean_probability(b, a, theta, inputs: ModelInputs, *, slope: bool = False):
-    """``pbar_q`` and ``w_q = mean p (1 - p)`` at difficulties ``b`` (shape (Q,) each).
+    """``pbar_q`` and ``w_q = mean p (1 - p)`` at difficulties ``b``, in prompt space.
 
-    With ``slope``, also ``dw_q / db_q = -a_q mean p (1 - p) (1 - 2 p)``, from the same
-    pass over the cells.
+    ``b``, ``a`` and the results are over every item with the lists of arena cells, and
+    over the arena prompts only with the arena matrix (:func:`_take`). With ``slope``,
+    also ``dw_q / db_q = -a_q mean p (1 - p) (1 - 2 p)``, from the same pass over the cells.
     """
-    if inputs.arena_matrix is None:
+    matrix = inputs.arena_matrix
+    if matrix is None:
         item = inputs.arena_item
         ability = ability_at(theta, inputs.arena_model, item)
         p = links.probability(links.eta(ability, b[item], a[item]))
     else:  # every model on every arena prompt (NUTS's layout where most are observed)
-        p = links.probability(prompt_eta(theta, a, b, inputs.arena_matrix, inputs.n_models))
-    n = jnp.maximum(inputs.prompt_n, 1.0)
+        ability = prompt_ability(theta, matrix, inputs.n_models)
+        p = links.probability(links.eta(ability, b[:, None], a[:, None]))
+    n = jnp.maximum(_take(inputs.prompt_n, inputs), 1.0)
     pq = p * (1.0 - p)
-    pbar = _per_item(p, inputs) / n
-    w = _per_item(pq, inputs) / n
+    pbar = _sums(p, inputs) / n
+    w = _sums(pq, inputs) / n
     if not slope:
         return pbar, w
-    dw = -a * _per_item(pq * (1.0 - 2.0 * p), inputs) / n
+    dw = -a * _sums(pq * (1.0 - 2.0 * p), inputs) / n
     return pbar, w, dw
 
 
-def _per_item(values, inputs: ModelInputs):
-    """Sums of ``values`` over each arena prompt's cells (list or matrix), shape (Q,)."""
-    if inputs.arena_matrix is None:
+def _take(values, inputs: ModelInputs):
+    """Per-item ``values`` (Q,) in prompt space: all of them, or the arena matrix's prompts."""
+    matrix = inputs.arena_matrix
+    return values if matrix is None else values[matrix.prompts]
+
+
+def _put(values, inputs: ModelInputs):
+    """Prompt-space ``values`` back over every item (Q,), 0 for items that are not prompts."""
+    matrix = inputs.arena_matrix
+    if matrix is None:
+        return values
+    return jnp.zeros(inputs.n_items, values.dtype).at[matrix.prompts].set(values)
+
+
+def _sums(values, inputs: ModelInputs):
+    """Sums of ``values`` over each arena prompt's cells, in prompt space."""
+    matrix = inputs.arena_matrix
+    if matrix is None:
         return jax.ops.segment_sum(values, inputs.arena_item, inputs.n_items)
-    return per_item(values, inputs.arena_matrix, inputs.n_items)
+    return jnp.sum(matrix.weights[CELLS] * values, axis=1)
 
 
 def _newton(theta, a, target, inputs: ModelInputs):
-    """Vectorised Newton steps towards ``pbar_q(b) = target_q``.
+    """Vectorised Newton steps towards ``pbar_q(b) = target_q``, in prompt space (:func:`_take`).
 
     At most :data:`NEWTON_STEPS`; fewer once every arena prompt's step is below
     :data:`NEWTON_TOL`. Each step is a pass over the arena cells, and at posterior draws
@@ -87,15 +105,15 @@ def _newton(theta, a, target, inputs: ModelInputs):
     deterministic function of them and the change of variables stays exact
     (:func:`level_difficulty`).
     """
-    n = jnp.maximum(inputs.prompt_n, 1.0)
+    prompt_n = _take(inputs.prompt_n, inputs)
+    n = jnp.maximum(prompt_n, 1.0)
     if inputs.arena_matrix is None:
-        theta_bar = _per_item(ability_at(theta, inputs.arena_model, inputs.arena_item), inputs)
+        ability = ability_at(theta, inputs.arena_model, inputs.arena_item)
     else:
         ability = prompt_ability(theta, inputs.arena_matrix, inputs.n_models)
-        theta_bar = _per_item(ability, inputs)
     # exact when every model has the same ability; Newton refines it
-    start = theta_bar / n - jnp.log(target / (1.0 - target)) / a
-    used = inputs.prompt_n > 0  # the other items' values are placeholders
+    start = _sums(ability, inputs) / n - jnp.log(target / (1.0 - target)) / a
+    used = prompt_n > 0  # the other items' values are placeholders
 
     def step(carry):
         b, _, k = carry
@@ -146,13 +164,15 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     # as ``w(b*)`` (the factor ``b* - solved`` is zero in value, so the derivative of
     # ``dw/db`` never counts), and it comes from the one pass over the arena cells that
     # gives ``pbar`` instead of a second one.
+    # in prompt space: the arena matrix's prompts only, where it is set
+    a, target = _take(a, inputs), _take(target, inputs)
     solved = _newton(*jax.lax.stop_gradient((theta, a, target)), inputs)
     pbar, w, dw = _mean_probability(solved, a, theta, inputs, slope=True)
     slope = jax.lax.stop_gradient(a * jnp.maximum(w, 1e-6))
     residual = pbar - target
     b_star = solved + (residual - jax.lax.stop_gradient(residual)) / slope
     w = w + jax.lax.stop_gradient(dw) * (b_star - solved)
-    return b_star, w
+    return _put(b_star, inputs), _put(w, inputs)
 
 
 def anchored_scale(a, w, gamma, sigma_b, inputs: ModelInputs):
