@@ -46,12 +46,16 @@ from bayes_dualeval.model.inputs import ModelInputs
 #: static labels as a matrix (the 60 x 1,000 simulation above is slower at 0.5).
 MATRIX_COVERAGE = 0.6
 #: Least share of the prompts x model-pairs slots holding a decisive pair for NUTS to read
-#: the arena as a matrix (the pair term alone, 12 models on 100 prompts: 21 us dense at any
-#: coverage, against 5 us for 1,045 pairs at 0.16, 15 us for 3,329 at 0.50 and 110-130 us
-#: from 4,297 pairs at 0.65 up; 60 models at 0.20: 714 against 871 us).
+#: the arena as a matrix, with few models (the pair term alone, 12 models on 100 prompts:
+#: 21 us as a matrix at any coverage, against 5 us for 1,045 pairs at 0.16, 15 us for
+#: 3,329 at 0.50 and 110-130 us from 4,297 pairs at 0.65 up) ...
 PAIR_COVERAGE = 0.25
-#: Most models for the arena matrix: its matrix product grows with the cube of the models.
-MATRIX_MODELS = 64
+#: ... and per model: the matrix product costs a multiply-add per slot and model, so the
+#: least coverage grows with the models, ``models / 50`` (the potential's value and
+#: gradient, lists against matrix: 12 models at 0.65 0.69x, 18 at 0.77 0.77x, 20 at 0.78
+#: 0.59x, 30 at 0.39 1.12x, 34 at 0.59 1.02x; docs/performance.md). From 50 models on,
+#: never.
+PAIR_COVERAGE_PER_MODEL = 0.02
 
 
 def static_layout(inputs: ModelInputs) -> str:
@@ -80,9 +84,9 @@ def arena_layout(inputs: ModelInputs, config: ModelConfig) -> str:
     """``"matrix"`` or ``"cells"``: how NUTS reads the arena ("none" without it).
 
     The matrix (:mod:`bayes_dualeval.model.arena_matrix`) for the pairs likelihoods, where
-    the decisive pairs fill at least :data:`PAIR_COVERAGE` of the prompts x model-pairs
-    slots, with at most :data:`MATRIX_MODELS` models, each model answering a prompt at
-    most once, and every pair read (not random batches).
+    the decisive pairs fill at least :func:`least_pair_coverage` of the prompts x
+    model-pairs slots, each model answering a prompt at most once, and every pair read
+    (not random batches).
     """
     if not inputs.has_arena:
         return "none"
@@ -90,11 +94,15 @@ def arena_layout(inputs: ModelInputs, config: ModelConfig) -> str:
         config.mode == "bt"
         or config.arena_likelihood not in ("pairs", "pairs-full")
         or inputs.pair_batch
-        or inputs.n_models > MATRIX_MODELS
-        or pair_coverage(inputs) < PAIR_COVERAGE
+        or pair_coverage(inputs) < least_pair_coverage(inputs.n_models)
     ):
         return "cells"
     return "matrix"
+
+
+def least_pair_coverage(n_models: int) -> float:
+    """The pair coverage from which the arena matrix pays for ``n_models`` (>= 1: never)."""
+    return max(PAIR_COVERAGE, PAIR_COVERAGE_PER_MODEL * n_models)
 
 
 def pair_coverage(inputs: ModelInputs) -> float:
