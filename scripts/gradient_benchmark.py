@@ -5,13 +5,17 @@ density in unconstrained coordinates), so their cost sets the sampling time. Tim
 process, each compiled once and run ``--evals`` times inside one compiled loop (no Python
 dispatch per evaluation; the result is blocked on):
 
-* ``package, data as arguments``: the potential NUTS samples, compiled as the sampler
+* ``package, data as arguments``: the potential with every term read from lists of cells
+  and pairs (NUTS's layout before 2026-12-05), compiled as the sampler
   compiles it (the data padded to their buckets and an argument of the program, items
   centred or not per item, arena difficulties anchored to their level by a 12-step
   Newton solve);
 * ``package, static labels as a matrix``: the same potential with the static labels read
   from a models x items matrix of counts (``inference/layout.py``; NUTS's layout where 60%
   or more of the matrix is observed, whatever the coverage here);
+* ``package as NUTS lays it out``: the static labels and the arena's decisive pairs as
+  matrices where their coverage says so (``inference/layout.py``,
+  ``model/arena_matrix.py``), what the sampler evaluates;
 * ``package, data compiled in as constants``: the same potential with the data closed
   over, so that XLA folds away whatever depends on the data alone (what this benchmark
   measured until 2026-12-03: it flattered the sampler's gradient);

@@ -160,15 +160,14 @@ def _swapped(inputs, every=1):
 
 
 #: every branch the arena matrix reads: the level term with anchored prompts (the
-#: default), DualEval's unweighted pairs without a level and with both-bad pairs weighted,
-#: no slope (1PL), abilities per domain and per dimension, the arena alone
+#: default), no slope (1PL) with DualEval's unweighted pairs, no level and both-bad pairs
+#: weighted, abilities per domain and per dimension, the arena alone
 ARENA_CONFIGS = {
     "2pl, anchored": (ModelConfig(), {}),
-    "pairs-full, no level, lambda_bb 2": (
-        ModelConfig(arena_likelihood="pairs-full", arena_level="none", lambda_bb=2.0),
+    "1pl, pairs-full, no level, lambda_bb 2": (
+        ModelConfig(irt="1pl", arena_likelihood="pairs-full", arena_level="none", lambda_bb=2.0),
         {},
     ),
-    "1pl": (ModelConfig(irt="1pl"), {}),
     "domain abilities, lambda_arena 0.5": (
         ModelConfig(abilities="domain", lambda_arena=0.5),
         {},
@@ -183,9 +182,9 @@ def test_the_arena_matrix_gives_the_log_joint_and_gradient_of_the_lists(name):
     """The same log joint and gradient from the arena matrix as from the lists.
 
     At two prior draws, with padded pairs, with pairs stored as the data give them
-    (first model before second), with every other pair and with every pair stored the
-    other way round (the matrix's slots hold ``i < j``), and with every soft target
-    reversed (another density, which the matrix must follow too).
+    (first model before second) and with every other pair stored the other way round
+    (the matrix's slots hold ``i < j``), and with every soft target reversed (another
+    density, which the matrix must follow too).
     """
     config, data = ARENA_CONFIGS[name]
     inputs, _ = build_inputs(_dataset(missing=0.1, arena=8, **data), config, centred="auto")
@@ -198,10 +197,7 @@ def test_the_arena_matrix_gives_the_log_joint_and_gradient_of_the_lists(name):
     reversed_targets = dataclasses.replace(lists, pair_t=1.0 - lists.pair_t)
     reversed_targets = _swapped(_swapped(reversed_targets))  # pair_linear from the targets
     matrix = layout.with_arena_matrix
-    layouts = (
-        lists, matrix(lists), matrix(mixed), matrix(_swapped(lists)),
-        reversed_targets, matrix(reversed_targets),
-    )  # fmt: skip
+    layouts = (lists, matrix(lists), matrix(mixed), reversed_targets, matrix(reversed_targets))
 
     def log_joint(latent, x):
         return log_density(dualeval_model, (x, config), {}, latent)[0]
@@ -218,15 +214,15 @@ def test_the_arena_matrix_gives_the_log_joint_and_gradient_of_the_lists(name):
         results = joint(latent, layouts)
         values = np.array([float(v) for v, _ in results])
         assert np.all(np.isfinite(values))
-        np.testing.assert_allclose(values[1:4], values[0], rtol=2e-6)
-        np.testing.assert_allclose(values[5], values[4], rtol=2e-6)
-        assert abs(values[4] - values[0]) > 1e-2
+        np.testing.assert_allclose(values[1:3], values[0], rtol=2e-6)
+        np.testing.assert_allclose(values[4], values[3], rtol=2e-6)
+        assert abs(values[3] - values[0]) > 1e-2
         for k, g in results[0][1].items():
             scale = float(np.max(np.abs(g))) + 1.0
-            for other in (1, 2, 3):
+            for other in (1, 2):
                 np.testing.assert_allclose(results[other][1][k], g, atol=2e-5 * scale, err_msg=k)
             np.testing.assert_allclose(
-                results[5][1][k], results[4][1][k], atol=2e-5 * scale, err_msg=k
+                results[4][1][k], results[3][1][k], atol=2e-5 * scale, err_msg=k
             )
 
 

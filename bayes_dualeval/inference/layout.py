@@ -1,4 +1,7 @@
-"""How NUTS lays out the static labels: a list of cells, or a models x items matrix.
+"""How NUTS lays out the data: lists of cells and pairs, or matrices where they are dense.
+
+Static labels (below) and the arena's decisive pairs (:func:`arena_layout`,
+:mod:`bayes_dualeval.model.arena_matrix`) are chosen apart, each by its own coverage.
 
 The joint model reads the static labels as a list of cells: each cell gathers its model's
 ability and its item's parameters, and the gradient scatters back to abilities and items

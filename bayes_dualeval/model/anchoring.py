@@ -32,7 +32,7 @@ import jax.numpy as jnp
 
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
-from bayes_dualeval.model.arena_matrix import CELLS, prompt_ability
+from bayes_dualeval.model.arena_matrix import prompt_ability, prompt_sums, to_items
 from bayes_dualeval.model.inputs import ModelInputs
 
 #: Most Newton iterations for the level-implied difficulty (vectorised over prompts) ...
@@ -82,7 +82,7 @@ def _put(values, inputs: ModelInputs):
     matrix = inputs.arena_matrix
     if matrix is None:
         return values
-    return jnp.zeros(inputs.n_items, values.dtype).at[matrix.prompts].set(values)
+    return to_items(values, matrix, inputs.n_items)
 
 
 def _sums(values, inputs: ModelInputs):
@@ -90,7 +90,7 @@ def _sums(values, inputs: ModelInputs):
     matrix = inputs.arena_matrix
     if matrix is None:
         return jax.ops.segment_sum(values, inputs.arena_item, inputs.n_items)
-    return jnp.sum(matrix.weights[CELLS] * values, axis=1)
+    return prompt_sums(values, matrix)
 
 
 def _newton(theta, a, target, inputs: ModelInputs):

@@ -2,11 +2,12 @@ r"""The arena's decisive pairs as a prompts x model-pairs matrix: the same densi
 
 The joint model reads the arena as lists: arena cells (a model's answer to a prompt) and
 decisive pairs of cells. Each pair gathers its two cells' success probabilities, and the
-gradient scatters back into the cells with one addition per pair side. On a CPU that
-scatter is the most expensive part of the potential (on the bundled example about 110 of
-the 170 us of a value and gradient). Where most pairs of models meet on most prompts, the
-same terms cost less laid out densely (:class:`ArenaMatrix`, built by
-:func:`bayes_dualeval.inference.layout.with_arena_matrix` for NUTS):
+gradient scatters back into the cells with one addition per pair side, which is slow on
+a CPU. Where most pairs of models meet on most prompts, the same terms cost less laid out
+densely (:class:`ArenaMatrix`, built by
+:func:`bayes_dualeval.inference.layout.with_arena_matrix` for NUTS; on the bundled example
+the potential's value and gradient fell from about 160 to 110 us, with the anchoring solve
+of :mod:`bayes_dualeval.model.anchoring` reading the matrix too):
 
 * the success probabilities of every model on every arena prompt, ``P`` (prompts x
   models), by broadcasting, as the static matrix does;
@@ -88,10 +89,19 @@ def prompt_ability(theta, matrix: ArenaMatrix, n_models: int):
     return ability_at(theta, jnp.arange(n_models)[None, :], matrix.prompts[:, None])
 
 
+def prompt_sums(values, matrix: ArenaMatrix):
+    """Sum of ``values`` (Qa, M) over each prompt's cells, shape (Qa,)."""
+    return jnp.sum(matrix.weights[CELLS] * values, axis=1)
+
+
 def per_item(values, matrix: ArenaMatrix, n_items: int):
-    """Sum of ``values`` (Qa, M) over each prompt's cells, as an array over all items (Q,)."""
-    sums = jnp.sum(matrix.weights[CELLS] * values, axis=1)
-    return jnp.zeros(n_items, sums.dtype).at[matrix.prompts].set(sums)
+    """:func:`prompt_sums` as an array over all items (Q,) (:func:`to_items`)."""
+    return to_items(prompt_sums(values, matrix), matrix, n_items)
+
+
+def to_items(values, matrix: ArenaMatrix, n_items: int):
+    """Per-prompt ``values`` (Qa,) as an array over all items (Q,), 0 for the other items."""
+    return jnp.zeros(n_items, values.dtype).at[matrix.prompts].set(values)
 
 
 def pair_total(p, gamma, matrix: ArenaMatrix):
