@@ -70,7 +70,9 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     the arena term is the factor ``arena``. With ``inputs.static_counts`` set (NUTS's
     layout where most of the models x items matrix is observed,
     :mod:`bayes_dualeval.inference.layout`) the static labels enter as the factor
-    ``static`` instead, the same density. With ``inputs.static_batch`` or
+    ``static`` instead, the same density; with ``inputs.arena_matrix`` set (NUTS's layout
+    where the decisive pairs are dense, :mod:`bayes_dualeval.model.arena_matrix`) the
+    factor ``arena`` reads it, the same density too. With ``inputs.static_batch`` or
     ``inputs.pair_batch`` set (minibatch SVI) and a random seed, the static cells and the
     arena's decisive pairs are random batches weighted up to the whole
     (:mod:`bayes_dualeval.model.subsample`); ``static_cell`` then has the batch's size.
