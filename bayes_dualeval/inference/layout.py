@@ -83,6 +83,22 @@ def laid_out(inputs: ModelInputs, config: ModelConfig) -> ModelInputs:
     return inputs
 
 
+def layouts_read(inputs: ModelInputs) -> dict[str, str]:
+    """How inputs that :func:`laid_out` returned are read, as ``diagnostics.json`` says it.
+
+    ``static_layout`` and ``arena_layout``: ``"matrix"`` where the matrix is set,
+    ``"cells"`` where the lists are read, ``"none"`` without such data.
+    """
+
+    def kind(present: bool, matrix) -> str:
+        return "none" if not present else "cells" if matrix is None else "matrix"
+
+    return {
+        "static_layout": kind(inputs.has_static, inputs.static_counts),
+        "arena_layout": kind(inputs.has_arena, inputs.arena_matrix),
+    }
+
+
 def arena_layout(inputs: ModelInputs, config: ModelConfig) -> str:
     """``"matrix"`` or ``"cells"``: how NUTS reads the arena ("none" without it).
 

@@ -31,7 +31,7 @@ from bayes_dualeval.inference.chains import (
 )
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
 from bayes_dualeval.inference.heartbeat import heartbeat
-from bayes_dualeval.inference.layout import arena_layout, laid_out, static_layout
+from bayes_dualeval.inference.layout import laid_out, layouts_read
 from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
@@ -260,8 +260,7 @@ def run_nuts(
     draws.info.update(
         rounds=rounds,
         start_metric="identity" if metric is None else "curvature",
-        static_layout=static_layout(inputs),
-        arena_layout=arena_layout(inputs, config),
+        **layouts_read(inputs),
     )
     return draws
 
