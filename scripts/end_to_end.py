@@ -4,7 +4,8 @@ Each run is a separate process, started the way a user would start it, and timed
 launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_maxrss``):
 
 * ``reference``: ``scripts/dualeval_reference.py`` (DualEval's published recipe: a pandas
-  pair loop, 2000 full-batch Adam steps in PyTorch; needs ``pip install torch``);
+  pair loop, 2000 full-batch Adam steps in PyTorch; it needs ``torch``, ``pandas`` and
+  ``numpy`` in the interpreter given by ``--reference-python``, default this one);
 * ``nuts``, ``map``, ``svi``: ``bayes-dualeval fit DATA --sampler ...`` writing a complete
   run folder (tables, checks and report included), each with a cold JAX compilation
   cache of its own;
@@ -29,6 +30,7 @@ absent). Run it on an otherwise idle machine::
     python scripts/end_to_end.py --data paper --runners reference,map
     python scripts/end_to_end.py --data bundled --runners nuts,nuts-warm,nutpie \\
         --nutpie-python /path/to/venv-with-pymc/bin/python
+    python scripts/end_to_end.py --reference-python /path/to/venv-with-torch/bin/python
 """
 
 from __future__ import annotations
@@ -142,9 +144,11 @@ def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float, int, str]
     )
 
 
-def command(runner: str, data: Path, out: Path, nutpie_python: str) -> list[str]:
+def command(
+    runner: str, data: Path, out: Path, nutpie_python: str, reference_python: str
+) -> list[str]:
     if runner == "reference":
-        return [sys.executable, str(REPO / "scripts" / "dualeval_reference.py"), str(data)]
+        return [reference_python, str(REPO / "scripts" / "dualeval_reference.py"), str(data)]
     if runner == "nutpie":
         script = str(REPO / "scripts" / "pymc_dualeval.py")
         return [nutpie_python, script, str(data), "--json", str(out) + ".json"]
@@ -200,6 +204,11 @@ def main(argv=None) -> int:
         "--nutpie-python", default=sys.executable, help="an interpreter with pymc and nutpie"
     )
     parser.add_argument(
+        "--reference-python",
+        default=sys.executable,
+        help="an interpreter with torch, pandas and numpy (DualEval's reference fit)",
+    )
+    parser.add_argument(
         "--runners",
         default="",
         help="comma-separated runners (default: all on paper scale; NUTS skipped on AlpacaEval)",
@@ -228,7 +237,7 @@ def main(argv=None) -> int:
                 source = data
                 if runner.endswith("-twin"):
                     source = twin_data(data, tmp / f"{name.split()[0]}-twin-data")
-                cmd = command(runner, source, out, args.nutpie_python)
+                cmd = command(runner, source, out, args.nutpie_python, args.reference_python)
                 # each sampler starts from an empty compile cache of its own (the posterior
                 # and checks programs would otherwise carry over from one to the next);
                 # the warm runs and the twins read the one their cold run filled
