@@ -24,7 +24,9 @@ What it re-creates
   1e-3 * (sum of squares of ``theta``, ``b`` and ``log a``). A term with no rows (arena-only
   data has no static labels) is left out.
 * **Optimiser**: 2000 full-batch Adam steps at learning rate 0.02, float32, on two CPU
-  threads (``torch.set_num_threads(2)``; ``--threads`` changes it).
+  threads (``torch.set_num_threads(2)``, torch's default on a 2-core machine; ``--threads``
+  changes it). On small data one thread is faster: on 2026-12-05 the paper-scale fit took
+  3.3 s on one thread against 9.9-10.6 s on two (``scripts/end_to_end.py`` times both).
 
 Time it on an idle machine. Torch's OpenMP threads spin while they wait for each other, so
 when the cores are shared with other busy processes a step can take 50 times longer than

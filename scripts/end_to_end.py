@@ -4,8 +4,14 @@ Each run is a separate process, started the way a user would start it, and timed
 launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_maxrss``):
 
 * ``reference``: ``scripts/dualeval_reference.py`` (DualEval's published recipe: a pandas
-  pair loop, 2000 full-batch Adam steps in PyTorch; it needs ``torch``, ``pandas`` and
-  ``numpy`` in the interpreter given by ``--reference-python``, default this one);
+  pair loop, 2000 full-batch Adam steps in PyTorch; it needs ``torch`` and this package
+  (its loader reads the data) in the interpreter given by ``--reference-python``, default
+  this one); the
+  ``vs reference`` ratios are against it;
+* ``reference-1thread``: the same on one torch thread (``--threads 1``). Torch's two
+  OpenMP threads cost more than they gain on small data: on 2026-12-05 the paper-scale fit
+  took 3.3 s on one thread against 9.9-10.6 s on two, the bundled one 1.6 against 4.2 s
+  (AlpacaEval 53.8 against 58.8 s). Read the ratios with that row beside them;
 * ``nuts``, ``map``, ``svi``: ``bayes-dualeval fit DATA --sampler ...`` writing a complete
   run folder (tables, checks and report included), each with a cold JAX compilation
   cache of its own;
@@ -48,6 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 REAL = REPO.parent / "shared" / "data" / "real"
 RUNNERS = (
     "reference",
+    "reference-1thread",
     "nuts",
     "nuts-warm",
     "nuts-twin",
@@ -147,8 +154,10 @@ def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float, int, str]
 def command(
     runner: str, data: Path, out: Path, nutpie_python: str, reference_python: str
 ) -> list[str]:
-    if runner == "reference":
-        return [reference_python, str(REPO / "scripts" / "dualeval_reference.py"), str(data)]
+    if runner.startswith("reference"):
+        threads = ["--threads", "1"] if runner == "reference-1thread" else []
+        script = str(REPO / "scripts" / "dualeval_reference.py")
+        return [reference_python, script, str(data), *threads]
     if runner == "nutpie":
         script = str(REPO / "scripts" / "pymc_dualeval.py")
         return [nutpie_python, script, str(data), "--json", str(out) + ".json"]
@@ -206,7 +215,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--reference-python",
         default=sys.executable,
-        help="an interpreter with torch, pandas and numpy (DualEval's reference fit)",
+        help="an interpreter with torch and this package (DualEval's reference fit)",
     )
     parser.add_argument(
         "--runners",
