@@ -6,8 +6,7 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
 * ``reference``: ``scripts/dualeval_reference.py`` (DualEval's published recipe: a pandas
   pair loop, 2000 full-batch Adam steps in PyTorch; it needs ``torch`` and this package
   (its loader reads the data) in the interpreter given by ``--reference-python``, default
-  this one); the
-  ``vs reference`` ratios are against it;
+  this one); the ``vs reference`` ratios are against it;
 * ``reference-1thread``: the same on one torch thread (``--threads 1``). Torch's two
   OpenMP threads cost more than they gain on small data: on 2026-12-05 the paper-scale fit
   took 3.3 s on one thread against 9.9-10.6 s on two, the bundled one 1.6 against 4.2 s
