@@ -24,7 +24,12 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
   PyMC, sampled by nutpie, 1,000 + 1,000 iterations on 4 chains); it needs ``pymc`` and
   ``nutpie`` in the interpreter given by ``--nutpie-python`` (default: this one). Its
   posterior means of ``theta`` are compared with the NUTS run's (``theta vs nuts``: the
-  largest difference in posterior sd), a check that both sample the same posterior.
+  largest difference in posterior sd), a check that both sample the same posterior. Like
+  ``nuts`` it compiles cold: PyTensor's compiled code and numba's cache go to an empty
+  folder of its own (``PYTENSOR_FLAGS=base_compiledir=...``), not to ``~/.pytensor``, where
+  a filled cache cut nutpie's compilation from 22-25 s to 6 s on 2026-12-05;
+* ``nutpie-warm`` (only when named in ``--runners``): nutpie again, with the folder its
+  cold run filled.
 
 Data: the bundled example (``data/``, 12 models, 300 static questions, 100 arena
 prompts), DualEval's paper scale (18 models, 300 static questions, 300 arena prompts,
@@ -35,7 +40,7 @@ draw there)::
 
     python scripts/end_to_end.py                      # every data set, every runner
     python scripts/end_to_end.py --data paper --runners reference,map
-    python scripts/end_to_end.py --data bundled --runners nuts,nuts-warm,nutpie \\
+    python scripts/end_to_end.py --data bundled --runners nuts,nuts-warm,nutpie,nutpie-warm \\
         --nutpie-python /path/to/venv-with-pymc/bin/python
     python scripts/end_to_end.py --reference-python /path/to/venv-with-torch/bin/python
 """
@@ -67,6 +72,8 @@ RUNNERS = (
     "svi-twin",
     "nutpie",
 )
+#: Runners taken only when named (nutpie twice at paper scale would take most of an hour).
+OPTIONAL_RUNNERS = ("nutpie-warm",)
 
 
 def paper_data(tmp: Path) -> Path:
@@ -159,7 +166,7 @@ def command(
         threads = ["--threads", "1"] if runner == "reference-1thread" else []
         script = str(REPO / "scripts" / "dualeval_reference.py")
         return [reference_python, script, str(data), *threads]
-    if runner == "nutpie":
+    if runner.startswith("nutpie"):
         script = str(REPO / "scripts" / "pymc_dualeval.py")
         return [nutpie_python, script, str(data), "--json", str(out) + ".json"]
     sampler = runner.split("-")[0]
@@ -224,6 +231,10 @@ def main(argv=None) -> int:
         help="comma-separated runners (default: all on paper scale; NUTS skipped on AlpacaEval)",
     )
     args = parser.parse_args(argv)
+    unknown = sorted(set(filter(None, args.runners.split(","))) - {*RUNNERS, *OPTIONAL_RUNNERS})
+    if unknown:
+        parser.error(f"unknown runner(s) {', '.join(unknown)}; choose from "
+                     f"{', '.join(RUNNERS + OPTIONAL_RUNNERS)}")  # fmt: skip
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -253,12 +264,15 @@ def main(argv=None) -> int:
                 # the warm runs and the twins read the one their cold run filled
                 cache = tmp / f"jax-cache-{name.split()[0]}-{runner.split('-')[0]}"
                 run_env = dict(env, BAYES_DUALEVAL_CACHE=str(cache))
+                if runner.startswith("nutpie"):  # PyTensor's and numba's compiled code
+                    flags = [env.get("PYTENSOR_FLAGS", ""), f"base_compiledir={cache}"]
+                    run_env["PYTENSOR_FLAGS"] = ",".join(filter(None, flags))
                 seconds, peak, code, tail = timed(cmd, run_env, tmp / f"{out.name}.log")
                 if runner == "reference":
                     base = seconds if code == 0 else None
                 ratio = f"{seconds / base:.2f}x" if base else "-"
                 verdict = converged(out) if runner.startswith("nuts") else ""
-                if runner == "nutpie":
+                if runner.startswith("nutpie"):
                     verdict = nutpie_verdict(out, tmp / f"{name.split()[0]}-nuts")
                 rows.append((name, runner, seconds, peak, code, ratio, verdict))
                 print(f"{name:24s} {runner:10s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
