@@ -233,8 +233,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     unknown = sorted(set(filter(None, args.runners.split(","))) - {*RUNNERS, *OPTIONAL_RUNNERS})
     if unknown:
-        parser.error(f"unknown runner(s) {', '.join(unknown)}; choose from "
-                     f"{', '.join(RUNNERS + OPTIONAL_RUNNERS)}")  # fmt: skip
+        known = ", ".join(RUNNERS + OPTIONAL_RUNNERS)
+        parser.error(f"unknown runner(s) {', '.join(unknown)}; choose from {known}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
                 if runner.startswith("nutpie"):
                     verdict = nutpie_verdict(out, tmp / f"{name.split()[0]}-nuts")
                 rows.append((name, runner, seconds, peak, code, ratio, verdict))
-                print(f"{name:24s} {runner:10s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
+                print(f"{name:24s} {runner:17s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
                       f"  {ratio} {verdict}", flush=True)  # fmt: skip
                 if code != 0:
                     print(tail, file=sys.stderr)
