@@ -144,7 +144,7 @@ def score(
         "bank_draws": bank.n_draws,
         "theta_draws": int(centred.shape[1] * centred.shape[2]),
         "new_models": int(resp.n_models),
-        "static_labels": int(len(resp.static_y)),
+        "static_labels": int(resp.static_n.sum()),
         "arena_rewards": int(len(resp.arena_z)),
         "arena_pairs": int(len(pairs)),
         "skipped_rows": int(resp.n_skipped),
@@ -249,7 +249,7 @@ def accuracy_table(
         answered = np.zeros(len(static), bool)
         y = np.zeros(len(static))
         answered[position[resp.static_item[mine]]] = True
-        y[position[resp.static_item[mine]]] = resp.static_y[mine]
+        y[position[resp.static_item[mine]]] = resp.static_share[mine]  # repeated: the share
         eta = links.eta(theta[k][:, None], par["b"], par["a"])
         p = links.probability(eta, par["c"], par["d"])  # (D, Q_static)
         value = np.where(answered[None, :], y[None, :], p)
