@@ -206,3 +206,26 @@ def test_a_fit_counts_every_answer(tmp_path):
     k = np.rint(static_cells["observed"] * 3)
     want_p = stats.binom.sf(k - 1, 3, static_cells["expected"])
     np.testing.assert_allclose(static_cells["p_value"], want_p, rtol=1e-4, atol=1e-6)
+
+
+def test_parquet_reads_samples_and_counts_as_jsonl_does(tmp_path):
+    rows = pd.DataFrame(_answers(seed=3, models=3, questions=5, samples=2))
+    rows["sample"] = rows["sample"].astype(str)
+    agg = rows.groupby(["model_label", "dataset", "sample_index"], as_index=False)["correct"]
+    agg = agg.agg(n_correct="sum", n_samples="size")
+    for name, frame in (("long", rows), ("agg", agg)):
+        (tmp_path / name / "bench").mkdir(parents=True)
+        frame.to_parquet(tmp_path / name / "bench" / "static.parquet")
+        frame.to_json(tmp_path / name / "bench" / "static.jsonl", orient="records", lines=True)
+    frames = []
+    for name in ("long", "agg"):
+        for suffix in ("parquet", "jsonl"):
+            ds = _quiet(tmp_path / name / "bench" / f"static.{suffix}")
+            frames.append(ds.static_frame().sort_values(["model", "item"]).reset_index(drop=True))
+    for other in frames[1:]:
+        pd.testing.assert_frame_equal(frames[0], other)
+    assert frames[0]["n"].tolist() == [2] * 15
+    typo = rows.rename(columns={"correct": "corect"})
+    typo.to_parquet(tmp_path / "typo.parquet")
+    with pytest.raises(InputError, match="none of its 30 rows can be read: they miss the field"):
+        load(tmp_path / "typo.parquet")
