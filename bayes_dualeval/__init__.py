@@ -8,8 +8,9 @@ and fitted with NumPyro (NUTS, SVI or MAP).
 __version__ = "0.1.0"
 
 from bayes_dualeval.core.errors import DataWarning, DualEvalError, InputError
-from bayes_dualeval.data.dataset import Dataset, load
+from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
+from bayes_dualeval.data.load import load
 
 __all__ = [
     "Dataset",

@@ -84,7 +84,7 @@ def run_case(name: str, tmp: str, draws: int, warmup: int, naive: bool) -> None:
     import numpy as np
     from numpyro.infer import MCMC, NUTS
 
-    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.data.load import load
     from bayes_dualeval.inference import sampling as inference
     from bayes_dualeval.model.config import load_spec
     from bayes_dualeval.model.inputs import build_inputs
@@ -200,7 +200,7 @@ from bayes_dualeval.inference.device import configure
 configure("cpu", 1)
 from bayes_dualeval.runs import output
 from bayes_dualeval.model.config import load_spec
-from bayes_dualeval.data.dataset import load
+from bayes_dualeval.data.load import load
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.runs.fit import fit
 import arviz, bayes_dualeval.report.document  # the CLI imports these while sampling: untimed

@@ -174,7 +174,7 @@ def simulated_static(scenario: str, seed: int, args, folder: Path) -> list[dict]
 
 def helm_static(seed: int, args, folder: Path, cache: dict, max_p: float) -> list[dict] | None:
     """Planted faults in the real HELM AIR-Bench static labels (None when absent)."""
-    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.data.load import load
     from bayes_dualeval.validation.audit import plant_static, static_key
 
     if not HELM.is_file():
@@ -193,7 +193,8 @@ def helm_static(seed: int, args, folder: Path, cache: dict, max_p: float) -> lis
 
 def arena_rows(seed: int, folder: Path, real: bool = False) -> list[dict] | None:
     """DualEval's arena protocol (simulated prompts, or MT-Bench), pairs and reward fits."""
-    from bayes_dualeval.data.dataset import Dataset, load
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.data.load import load
     from bayes_dualeval.model.simulate import simulate
     from bayes_dualeval.validation.audit import (
         arena_key,

@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from bayes_dualeval.data.dataset import Dataset, load
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.load import load
 from bayes_dualeval.inference.sampling import SamplerSettings, run_map
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs

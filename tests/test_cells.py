@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from bayes_dualeval.checks import FLAG_Q, anomalies, by_qvalues
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError
-from bayes_dualeval.data.dataset import Dataset, load
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.load import load
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.simulate import STATIC_SOURCE, simulate, write

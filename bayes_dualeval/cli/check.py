@@ -9,8 +9,10 @@ from bayes_dualeval.cli.shared import (
     CONTEXT,
     clean_errors,
     data_argument,
+    families_option,
     reward_norm_option,
     skip_invalid_option,
+    style_option,
 )
 from bayes_dualeval.model.config import ModelConfig
 
@@ -20,19 +22,23 @@ from bayes_dualeval.model.config import ModelConfig
 )
 @data_argument
 @reward_norm_option
+@style_option
+@families_option
 @skip_invalid_option
 @clean_errors
-def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
+def check(data, reward_norm, style, families, skip_invalid, bb_ratio, tie_ratio):
     """Load and validate DATA (files or folders) and print a summary, without fitting.
 
     \b
     Example:
         bayes-dualeval check data/ ../more/arena.jsonl --reward-norm global
     """
-    from bayes_dualeval.data.dataset import load
     from bayes_dualeval.data.distill import distill
+    from bayes_dualeval.data.load import load
 
-    ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    ds = load(
+        data, reward_norm=reward_norm, skip_invalid=skip_invalid, style=style, families=families
+    )
     click.echo(ds.summary())
     if len(ds.arena_items):
         p = distill(ds, bb_ratio=bb_ratio, tie_ratio=tie_ratio)

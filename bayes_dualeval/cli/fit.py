@@ -21,11 +21,13 @@ from bayes_dualeval.cli.shared import (
     CONTEXT,
     clean_errors,
     data_argument,
+    families_option,
     fit_anomalies_option,
     progress_lines,
     reward_norm_option,
     say,
     skip_invalid_option,
+    style_option,
     to_flags,
 )
 from bayes_dualeval.inference.device import DEVICES
@@ -55,6 +57,8 @@ def _run_option(*decls, **kwargs):
 @click.command(context_settings=CONTEXT, cls=Sectioned, params=_options())
 @data_argument
 @reward_norm_option
+@style_option
+@families_option
 @skip_invalid_option
 @_run_option(
     "--ci",
@@ -133,7 +137,7 @@ def _run_option(*decls, **kwargs):
 def fit(
     data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, item_features,
     coordinator, processes, process_id, anomalies, no_report, quiet, reward_norm,
-    skip_invalid, **fields,
+    skip_invalid, style, families, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -169,7 +173,7 @@ def fit(
     quiet = quiet or not writer
 
     from bayes_dualeval.core.atomic import check_new_folder
-    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.data.load import load
     from bayes_dualeval.inference.sampling import check_supported
     from bayes_dualeval.runs import output
     from bayes_dualeval.runs.fit import default_run_dir
@@ -184,7 +188,9 @@ def fit(
     if writer:
         run_dir = check_new_folder(out) if out else default_run_dir(sampler)
     start = time.perf_counter()
-    ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    ds = load(
+        data, reward_norm=reward_norm, skip_invalid=skip_invalid, style=style, families=families
+    )
     features = None
     if item_features:
         from bayes_dualeval.data.features import read_features

@@ -20,7 +20,8 @@ import click
 
 from bayes_dualeval.cli.options import SectionOption, cli_fields, flag
 from bayes_dualeval.core.errors import ConfigError, DualEvalError
-from bayes_dualeval.data.dataset import REWARD_NORMS, load
+from bayes_dualeval.data.dataset import REWARD_NORMS
+from bayes_dualeval.data.load import load
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.runs.selection import ALL, ANOMALY_TOP, anomaly_rows
@@ -155,6 +156,40 @@ reward_norm_option = click.option(
     default=inspect.signature(load).parameters["reward_norm"].default,
     show_default=True,
     help="Z-normalise rewards per source folder, or with one global z-score (DualEval).",
+)
+class CommaList(click.ParamType):
+    """A comma-separated list of names (``length,n_headers``), as a tuple."""
+
+    name = "COL[,COL...]"
+
+    def convert(self, value, param, ctx):
+        """``"a, b"`` -> ``("a", "b")``; empty names are an error."""
+        if isinstance(value, tuple):
+            return value
+        names = tuple(part.strip() for part in str(value).split(","))
+        if not all(names):
+            self.fail(f"{value!r} holds an empty name", param, ctx)
+        return names
+
+
+style_option = click.option(
+    "--style",
+    cls=SectionOption,
+    section="Data",
+    type=CommaList(),
+    default=(),
+    help="Numeric fields of the arena rows (e.g. length,n_headers) taken into the arena "
+    "comparisons with a coefficient per covariate and judge: a style-adjusted leaderboard "
+    "and style.csv.",
+)
+families_option = click.option(
+    "--families",
+    cls=SectionOption,
+    section="Data",
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    default=None,
+    help="CSV with columns model_label,family: each model's family, for the judges' "
+    "self-preference (judge_bias.csv); replaces the rows' family fields.",
 )
 skip_invalid_option = click.option(
     "--skip-invalid",

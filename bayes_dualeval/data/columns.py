@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayes_dualeval.data import values
+
 
 class Checked:
     """One column after its rule: a code per row into the distinct values that passed.
@@ -113,3 +115,33 @@ def check_column(column, rule) -> Checked:
     if not (codes == Checked.INVALID).any():
         return Checked(codes, values, None)
     return Checked(codes, values, lambda row: messages[index[row]])
+
+
+def numbers(column) -> Checked:
+    """Rewards (and style covariates): numbers checked as arrays.
+
+    Their distinct values are nearly every row, so they are not checked one by one; a
+    column of text is checked by :func:`~bayes_dualeval.data.values.reward_field`.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = decoded(column)
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        checked = check_column(arr, values.reward_field)
+        checked.values = checked.array(np.nan, np.float64)
+        return checked
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    value = pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    codes = np.arange(len(value), dtype=np.int64)
+    codes[~np.isfinite(value)] = Checked.INVALID
+    codes[null] = Checked.ABSENT
+
+    def message(row):
+        try:
+            values.reward_field(arr[row].as_py())
+        except ValueError as exc:
+            return str(exc)
+        return f"reward must be finite, got {arr[row].as_py()!r}"
+
+    return Checked(codes, value, message)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -18,18 +19,17 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import DataWarning, InputError
-from bayes_dualeval.data.readers import ReadReport, read_paths
+from bayes_dualeval.data.readers import STYLE_PREFIX, ReadReport
 from bayes_dualeval.data.tables import (
     KINDS,
     REWARD_NORMS,
-    check_reward_norm,
     dataset_fields,
     frames_to_tables,
     frozen,
     skip_hint,
 )
 
-__all__ = ["KINDS", "REWARD_NORMS", "Dataset", "load"]
+__all__ = ["KINDS", "REWARD_NORMS", "Dataset"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,8 +69,22 @@ class Dataset:
     arena_z : numpy.ndarray of float64, shape (n_arena,)
         Rewards z-normalised per source (``reward_norm="source"``) or over all arena rows
         (``reward_norm="global"``).
+    judges : numpy.ndarray of str, shape (n_judges,)
+        Who scored the rows (reward models, LLM judges, graders), sorted; one judge named
+        ``""`` where no row names one.
+    static_judge, arena_judge : numpy.ndarray of int32
+        The judge of each static and arena cell (index into ``judges``).
+    model_family : numpy.ndarray of str, shape (n_models,)
+        Each model's family (``""`` where unknown): the rows' ``family`` field or a
+        families file (:meth:`with_families`).
+    style : tuple of str
+        The style covariates of the arena cells (``length``...), empty without any.
+    arena_style : numpy.ndarray of float64, shape (n_arena, len(style))
+        Their raw values per arena cell (the mean over a cell's repeated answers).
     reward_norm : str
-        The normalisation used.
+        The normalisation used: per source (``source``, every judge of a source on one
+        scale, so that judges' severities show), per source and judge (``judge``), or over
+        all rewards (``global``).
     skipped : Mapping[str, int]
         Rows skipped while loading, by reason.
     files : tuple of str
@@ -93,6 +107,12 @@ class Dataset:
     arena_reward: np.ndarray
     arena_n: np.ndarray
     arena_z: np.ndarray
+    judges: np.ndarray
+    static_judge: np.ndarray
+    arena_judge: np.ndarray
+    model_family: np.ndarray
+    style: tuple
+    arena_style: np.ndarray
     reward_norm: str = "source"
     skipped: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     files: tuple = ()
@@ -115,7 +135,7 @@ class Dataset:
             Columns ``model, item, source, domain, correct`` (ids already made unique).
         arena : pandas.DataFrame or None
             Columns ``model, item, source, domain, reward``.
-        reward_norm : {"source", "global"}
+        reward_norm : {"source", "judge", "global"}
             How rewards are z-normalised.
         report : ReadReport, optional
             Counts from reading, merged into ``skipped``.
@@ -150,6 +170,7 @@ class Dataset:
         source: str = "frame",
         reward_norm: str = "source",
         skip_invalid: bool = False,
+        style=(),
     ) -> Dataset:
         """Build a dataset from DataFrames in the input formats.
 
@@ -162,10 +183,12 @@ class Dataset:
             Columns ``model_label, item_id, reward``; optional ``source`` and ``domain``.
         source : str
             Source tag for rows without a ``source`` column.
-        reward_norm : {"source", "global"}
+        reward_norm : {"source", "judge", "global"}
             How rewards are z-normalised.
         skip_invalid : bool
             Count rows with invalid values as skipped instead of raising.
+        style : sequence of str
+            Numeric columns of the arena frame to keep as style covariates.
 
         Returns
         -------
@@ -181,7 +204,7 @@ class Dataset:
         ['frame::qa_0']
         """
         static, arena, report = frames_to_tables(
-            static, arena, source=source, skip_invalid=skip_invalid
+            static, arena, source=source, skip_invalid=skip_invalid, style=tuple(style)
         )
         return cls.from_tables(static, arena, reward_norm=reward_norm, report=report)
 
@@ -294,14 +317,16 @@ class Dataset:
     def static_frame(self) -> pd.DataFrame:
         """Static cells as a long DataFrame (``model, item, source, domain, correct, n``)."""
         return self._cells(
-            self.static_model, self.static_item, correct=self.static_y, n=self.static_n
-        )
+            self.static_model, self.static_item, self.static_judge, correct=self.static_y,
+            n=self.static_n,
+        )  # fmt: skip
 
     def arena_frame(self) -> pd.DataFrame:
         """Arena cells as a long DataFrame (``model, item, source, domain, reward, z, n``)."""
+        style = {STYLE_PREFIX + c: self.arena_style[:, k] for k, c in enumerate(self.style)}
         return self._cells(
-            self.arena_model, self.arena_item, reward=self.arena_reward, z=self.arena_z,
-            n=self.arena_n,
+            self.arena_model, self.arena_item, self.arena_judge, reward=self.arena_reward,
+            z=self.arena_z, n=self.arena_n, **style,
         )  # fmt: skip
 
     @property
@@ -314,122 +339,65 @@ class Dataset:
         """Static answers (labels) in all, repeated samples counted."""
         return int(self.static_n.sum())
 
-    def _cells(self, model: np.ndarray, item: np.ndarray, **values) -> pd.DataFrame:
+    def _cells(self, model: np.ndarray, item: np.ndarray, judge, **values) -> pd.DataFrame:
+        """Cells as a canonical table; ``judge`` and ``family`` where the data name them."""
+        facets = {}
+        if self.has_judges:
+            facets["judge"] = self.judges[judge]
+        if (self.model_family != "").any():
+            facets["family"] = np.where(
+                self.model_family[model] == "", None, self.model_family[model].astype(object)
+            )
         return pd.DataFrame(
             {
                 "model": self.models[model],
                 "item": self.items[item],
                 "source": self.item_source[item],
                 "domain": self.item_domain[item],
+                **facets,
                 **values,
             }
         )
 
+    @property
+    def has_judges(self) -> bool:
+        """True when rows name their judges (one or more)."""
+        return bool(len(self.judges) > 1 or self.judges[0] != "")
+
+    @property
+    def n_judges(self) -> int:
+        """Number of judges (1 when no row names one)."""
+        return len(self.judges)
+
+    def with_families(self, families: Mapping[str, str]) -> tuple[Dataset, list[str]]:
+        """The same data with model families set from ``families`` (model to family).
+
+        Families given here replace those of the rows. Returns the dataset and the models
+        of ``families`` that the data do not hold (to warn about).
+        """
+        family = pd.Series(self.model_family, index=pd.Index(self.models))
+        known = {m: f for m, f in families.items() if m in family.index}
+        family.loc[list(known)] = list(known.values())
+        unknown = sorted(set(families) - set(known))
+        return dataclasses.replace(self, model_family=frozen(family.to_numpy(), str)), unknown
+
     def summary_dict(self) -> dict:
-        """Machine-readable summary (sizes, coverage, skip counts)."""
-        per_source = {}
-        for g, name in enumerate(self.groups):
-            kind, source = name.split(":", 1)
-            idx = np.flatnonzero(self.item_group == g)
-            if kind == "static":
-                cells = int(np.isin(self.static_item, idx).sum())
-            else:
-                cells = int(np.isin(self.arena_item, idx).sum())
-            per_source[name] = {
-                "kind": kind,
-                "source": source,
-                "items": len(idx),
-                "cells": cells,
-                "coverage": cells / (len(idx) * self.n_models) if len(idx) else 0.0,
-            }
-        return {
-            "models": self.n_models,
-            "items": self.n_items,
-            "static_items": len(self.static_items),
-            "arena_items": len(self.arena_items),
-            "static_labels": self.static_answers,
-            "static_cells": len(self.static_y),
-            "arena_rewards": int(self.arena_n.sum()),
-            "arena_cells": len(self.arena_z),
-            "domains": sorted(set(self.item_domain) - {""}),
-            "reward_norm": self.reward_norm,
-            "groups": per_source,
-            "skipped": dict(self.skipped),
-            "files": len(self.files),
-        }
+        """Machine-readable summary (sizes, coverage, judges, skip counts).
+
+        See :func:`bayes_dualeval.data.summary.summary_dict`.
+        """
+        from bayes_dualeval.data.summary import summary_dict
+
+        return summary_dict(self)
 
     def summary(self) -> str:
-        """A short human-readable summary."""
-        d = self.summary_dict()
-        lines = [
-            f"{d['models']} models, {d['items']} items "
-            f"({d['static_items']} static questions, {d['arena_items']} arena prompts)",
-            f"{d['static_labels']} static labels, {d['arena_rewards']} arena rewards"
-            + (f" (z-normalised per {self.reward_norm})" if d["arena_rewards"] else ""),
-        ]
-        repeated = [
-            f"{d[f'{kind}_cells']} {kind} cells hold {d[f'{label}']} answers"
-            for kind, label in (("static", "static_labels"), ("arena", "arena_rewards"))
-            if d[label] > d[f"{kind}_cells"]
-        ]
-        if repeated:
-            lines.append("repeated samples: " + "; ".join(repeated))
-        for g in d["groups"].values():
-            lines.append(
-                f"  {g['kind']:<6} source {g['source']!r}: {g['items']} items, "
-                f"{g['cells']} cells, coverage {100 * g['coverage']:.0f}%"
-            )
-        if d["domains"]:
-            lines.append("domains: " + ", ".join(d["domains"]))
-        if d["skipped"]:
-            lines.append("skipped: " + ", ".join(f"{n} {why}" for why, n in d["skipped"].items()))
-            if skip_hint(d["skipped"]):
-                lines.append(f"  ({skip_hint(d['skipped'])})")
-        return "\n".join(lines)
+        """A short human-readable summary (:func:`bayes_dualeval.data.summary.summary`)."""
+        from bayes_dualeval.data.summary import summary
+
+        return summary(self)
 
     def __repr__(self) -> str:
         return (
             f"<Dataset: {self.n_models} models, {len(self.static_items)} static items, "
             f"{len(self.arena_items)} arena prompts>"
         )
-
-
-def load(paths, *, reward_norm: str = "source", skip_invalid: bool = False) -> Dataset:
-    """Load static and arena files into a :class:`Dataset`.
-
-    Parameters
-    ----------
-    paths : str, Path or iterable of them
-        Files, or directories searched recursively for ``*.jsonl`` and ``*.csv``.
-    reward_norm : {"source", "global"}
-        ``source`` (default) z-normalises rewards within each source folder; ``global`` uses
-        one z-score over all rewards, as DualEval does.
-    skip_invalid : bool
-        Count rows with invalid values as skipped instead of raising.
-
-    Returns
-    -------
-    Dataset
-
-    Raises
-    ------
-    InputError
-        For unreadable or unfittable input; the message names the file and line.
-
-    Warns
-    -----
-    DataWarning
-        When rows were skipped (missing fields, duplicates, single-model prompts).
-
-    Examples
-    --------
-    >>> from bayes_dualeval import load
-    >>> ds = load("data/")  # doctest: +SKIP
-    >>> print(ds.summary())  # doctest: +SKIP
-    """
-    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
-        paths = [paths]
-    paths = list(paths)
-    check_reward_norm(reward_norm)
-    static, arena, report = read_paths(paths, skip_invalid=skip_invalid)
-    return Dataset.from_tables(static, arena, reward_norm=reward_norm, report=report)

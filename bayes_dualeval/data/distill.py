@@ -1,6 +1,7 @@
 """Distil arena rewards into soft pairwise targets, vectorised.
 
-For every prompt and every pair of models that both answered it, DualEval's soft target is
+For every prompt and every pair of models that both answered it (as one judge scored
+them: pairs never join two judges' rewards), DualEval's soft target is
 ``t = sigmoid(z_i - z_j)`` on the normalised rewards. Two kinds of pair are set apart:
 
 * a **tie** when ``|z_i - z_j|`` is at or below the ``tie_ratio`` quantile of all pairwise
@@ -43,7 +44,13 @@ class Pairs:
     both_bad : numpy.ndarray of bool, shape (n_pairs,)
         True for both-bad pairs; False for decisive pairs.
     prompt_models : numpy.ndarray of int32, shape (n_items,)
-        Number of models that answered each item (0 for static items).
+        Number of arena cells of each item (its models, over every judge; 0 for static
+        items).
+    unit_models : numpy.ndarray of int32, shape (n_pairs,)
+        Number of models in the pair's unit: its prompt as its judge scored it (the
+        prompt's models with one judge).
+    judge : numpy.ndarray of int32, shape (n_pairs,)
+        The judge of both rewards of the pair (index into ``Dataset.judges``).
     n_total, n_tie : int
         Number of pairs before dropping ties, and of ties dropped.
     tie_threshold, bb_threshold : float
@@ -60,6 +67,8 @@ class Pairs:
     target: np.ndarray
     both_bad: np.ndarray
     prompt_models: np.ndarray
+    unit_models: np.ndarray
+    judge: np.ndarray
     n_total: int
     n_tie: int
     tie_threshold: float
@@ -161,12 +170,17 @@ def distill(
     for name, value in (("bb_ratio", bb_ratio), ("tie_ratio", tie_ratio)):
         if not 0.0 <= value < 1.0:
             raise InputError(f"{name} must be in [0, 1), got {value}")
-    order = np.lexsort((dataset.arena_model, dataset.arena_item))
+    # pairs within a unit: a prompt as one judge scored it (the prompt, with one judge)
+    unit = dataset.arena_item.astype(np.int64) + dataset.n_items * dataset.arena_judge
+    order = np.lexsort((dataset.arena_model, unit))
     item_sorted = dataset.arena_item[order]
+    unit_sorted = unit[order]
     z = dataset.arena_z[order].astype(np.float32)
     model = dataset.arena_model[order]
-    first, second = enumerate_pairs(item_sorted)
+    first, second = enumerate_pairs(unit_sorted)
     prompt_models = np.bincount(dataset.arena_item, minlength=dataset.n_items).astype(np.int32)
+    _, unit_index, unit_size = np.unique(unit_sorted, return_inverse=True, return_counts=True)
+    unit_size = unit_size[unit_index.ravel()]
 
     dz = z[first] - z[second]
     n_total = len(dz)
@@ -195,6 +209,8 @@ def distill(
         target=target.astype(np.float32),
         both_bad=both_bad,
         prompt_models=prompt_models,
+        unit_models=unit_size[first].astype(np.int32),
+        judge=dataset.arena_judge[order][first].astype(np.int32),
         n_total=n_total,
         n_tie=n_total - len(first),
         tie_threshold=tie_thr,

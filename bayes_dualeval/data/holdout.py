@@ -110,10 +110,13 @@ def hold_out(dataset: Dataset, share: float, seed: int = 0) -> tuple[Dataset, He
         static_item=dataset.static_item[keep_s],
         static_y=dataset.static_y[keep_s],
         static_n=dataset.static_n[keep_s],
+        static_judge=dataset.static_judge[keep_s],
         arena_model=dataset.arena_model[keep_r],
         arena_item=dataset.arena_item[keep_r],
         arena_reward=dataset.arena_reward[keep_r],
         arena_n=dataset.arena_n[keep_r],
+        arena_judge=dataset.arena_judge[keep_r],
+        arena_style=dataset.arena_style[keep_r],
         arena_z=dataset.arena_z[keep_r],
     )
     held = HeldOut(

@@ -24,7 +24,7 @@ import pandas as pd
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data import values, wide
-from bayes_dualeval.data.columns import Checked, check_column, decoded
+from bayes_dualeval.data.columns import Checked, check_column, numbers
 
 
 def _arrow(path: Path):
@@ -41,7 +41,9 @@ def _arrow(path: Path):
     return pa, pc, pq
 
 
-def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: bool, report):
+def read_parquet(
+    path: Path, *, source: str, folder_domain: str, skip_invalid: bool, report, style=()
+):
     """Read one Parquet file into the canonical table of its kind.
 
     Parameters
@@ -55,6 +57,8 @@ def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: b
         Count rows (wide: cells) with invalid values as skipped instead of raising.
     report : ReadReport
         Updated with the rows kept, the skip counts and the models seen.
+    style : tuple of str
+        Numeric columns of arena rows kept as style covariates.
 
     Returns
     -------
@@ -82,10 +86,13 @@ def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: b
 
     wanted = set(
         readers.STATIC_FIELDS + readers.COUNT_FIELDS + readers.ARENA_FIELDS
-        + readers.DOMAIN_FIELDS + readers.SAMPLE_FIELDS
+        + readers.DOMAIN_FIELDS + readers.SAMPLE_FIELDS + FACETS + tuple(style)
     )  # fmt: skip
     columns = [n for n in names if n.strip() in wanted]
-    text = {"model_label", "dataset", "item_id", *readers.DOMAIN_FIELDS, *readers.SAMPLE_FIELDS}
+    text = {
+        "model_label", "dataset", "item_id", *readers.DOMAIN_FIELDS, *readers.SAMPLE_FIELDS,
+        *FACETS,
+    }  # fmt: skip
     # text columns as Arrow dictionaries: each distinct label stored (and checked) once
     table = pq.read_table(
         path, columns=columns, read_dictionary=[n for n in columns if n.strip() in text]
@@ -93,10 +100,14 @@ def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: b
     n_rows = table.num_rows
     by_name = {n.strip(): table.column(n) for n in columns}
     del table  # the columns are released as they are checked (``_long`` pops them)
-    return _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report)
+    return _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, style)
 
 
-def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
+#: Optional label columns of any row: who scored it, and the model's family.
+FACETS = ("judge", "family")
+
+
+def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, style=()):
     """The long formats' rules (``readers.parse_rows``), column by column."""
     from bayes_dualeval.data import readers
 
@@ -109,10 +120,12 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
         "n_correct": lambda v: values.count_field(v, "n_correct"),
         "n_samples": lambda v: values.count_field(v, "n_samples"),
         **dict.fromkeys(readers.SAMPLE_FIELDS, values.sample_field),
+        **{name: (lambda field: lambda v: values.text_field(v, field))(name) for name in FACETS},
     }
     checked = {n: check_column(by_name.pop(n), rules[n]) for n in list(by_name) if n in rules}
     if "reward" in by_name:
-        checked["reward"] = _rewards(by_name.pop("reward"))
+        checked["reward"] = numbers(by_name.pop("reward"))
+    covariates = {name: numbers(by_name.pop(name)) for name in style if name in by_name}
     present = {name: ~c.absent for name, c in checked.items()}
     none = np.zeros(n_rows, bool)
 
@@ -178,6 +191,17 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
                 row = int(np.flatnonzero(bad)[0])
                 problems.append((row, checked[name].message(row)))
         failed |= bad
+    if kind == "arena":
+        for name in style:  # every arena row has a finite number in each covariate
+            got = covariates.get(name)
+            bad = complete & ~failed & (np.ones(n_rows, bool) if got is None else got.codes < 0)
+            if bad.any():
+                if skip_invalid:
+                    _count(report.invalid, "style", bad)
+                else:
+                    row = int(np.flatnonzero(bad)[0])
+                    problems.append((row, _style_message(got, name, row)))
+            failed |= bad
     if problems:
         row, text = min(problems, key=lambda p: p[0])
         raise InputError(f"{path}:row {row + 1}: {text}")
@@ -190,7 +214,18 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
         return None, pd.DataFrame()
     keep = np.flatnonzero(complete & ~failed)
     report.rows += len(keep)
-    return kind, _table(path, kind, keep, checked, by_name, source, folder_domain, counted)
+    table = _table(path, kind, keep, checked, by_name, source, folder_domain, counted)
+    if kind == "arena":
+        for name in style:
+            table[readers.STYLE_PREFIX + name] = covariates[name].at(keep, np.nan, np.float64)
+    return kind, table
+
+
+def _style_message(checked, name: str, row: int) -> str:
+    """The long readers' message for a style covariate's missing or invalid value."""
+    if checked is None or checked.codes[row] == Checked.ABSENT:
+        return f"style covariate {name!r} is missing"
+    return checked.message(row).replace("reward", f"style covariate {name!r}", 1)
 
 
 def _count_problems(checked, complete, counted, present, none, skip_invalid, report, failed):
@@ -233,32 +268,6 @@ def _count(counter, name: str, rows: np.ndarray) -> None:
     n = int(rows.sum())
     if n:
         counter[name] += n
-
-
-def _rewards(column) -> Checked:
-    """Rewards: numbers checked as arrays (their distinct values are nearly every row)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arr = decoded(column)
-    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
-        checked = check_column(arr, values.reward_field)
-        checked.values = checked.array(np.nan, np.float64)
-        return checked
-    null = arr.is_null().to_numpy(zero_copy_only=False)
-    value = pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
-    codes = np.arange(len(value), dtype=np.int64)
-    codes[~np.isfinite(value)] = Checked.INVALID
-    codes[null] = Checked.ABSENT
-
-    def message(row):
-        try:
-            values.reward_field(arr[row].as_py())
-        except ValueError as exc:
-            return str(exc)
-        return f"reward must be finite, got {arr[row].as_py()!r}"
-
-    return Checked(codes, value, message)
 
 
 def _table(path, kind, keep, checked, by_name, source, folder_domain, counted) -> pd.DataFrame:
@@ -304,17 +313,18 @@ def _table(path, kind, keep, checked, by_name, source, folder_domain, counted) -
     }
     if kind == "static" and counted[keep].any():
         out["n"] = np.where(counted[keep], checked["n_samples"].at(keep, 1, np.int64), 1)
-    sample = _samples(checked, keep)
-    if sample is not None:
-        out["sample"] = sample
+    from bayes_dualeval.data import readers
+
+    for name, field in (("sample", readers.SAMPLE_FIELDS), *((f, (f,)) for f in FACETS)):
+        values_ = _first_text(checked, field, keep)
+        if values_ is not None:
+            out[name] = values_
     return pd.DataFrame(out)
 
 
-def _samples(checked: dict, keep: np.ndarray):
-    """Per row of ``keep``, the first sample field present (text), or None where no row has one."""
-    from bayes_dualeval.data import readers
-
-    fields = [checked[f] for f in readers.SAMPLE_FIELDS if f in checked]
+def _first_text(checked: dict, names, keep: np.ndarray):
+    """Per row of ``keep``, the first of the text fields ``names`` present, or None for none."""
+    fields = [checked[f] for f in names if f in checked]
     if not fields:
         return None
     out = np.full(len(keep), None, dtype=object)

@@ -11,7 +11,11 @@ Two row kinds exist:
 
 A ``sample`` field (read also as ``epoch``, ``repeat`` or ``seed``: :data:`SAMPLE_FIELDS`)
 names a repeated answer: rows of one model and item that differ in it are all kept
-(:mod:`bayes_dualeval.data.tables` counts them per cell).
+(:mod:`bayes_dualeval.data.tables` counts them per cell). A ``judge`` field names who
+scored the row (a reward model, an LLM judge, a grader): a cell is a (model, item, judge).
+A ``family`` field names the model's family (the same on every row of a model). Arena rows
+may carry numeric style covariates (``length``, ``n_tokens``...), read when named
+(``style``).
 
 Each file holds one kind, recognised from its fields. Item ids are made unique per source:
 the source tag is the file's parent folder name, a static item becomes
@@ -41,6 +45,7 @@ from bayes_dualeval.data.values import (
     index_field,
     reward_field,
     sample_field,
+    style_field,
     text_field,
 )
 
@@ -55,7 +60,9 @@ DOMAIN_FIELDS = ("domain", "category")
 #: The id of a repeated answer (harnesses call it so); the first one present is read.
 SAMPLE_FIELDS = ("sample", "epoch", "repeat", "seed")
 #: Columns of a canonical table besides its value (``correct`` or ``reward``).
-TABLE_COLUMNS = ("model", "item", "source", "domain", "line", "n", "sample")
+TABLE_COLUMNS = ("model", "item", "source", "domain", "line", "n", "sample", "judge", "family")
+#: The prefix of a style covariate's column in a canonical table (``style:length``).
+STYLE_PREFIX = "style:"
 SUFFIXES = (".jsonl", ".csv", ".parquet")
 #: Files ending so hold item features (:mod:`bayes_dualeval.data.features`), not responses:
 #: a folder of responses may keep them beside the data, and reading it skips them.
@@ -175,7 +182,7 @@ def _rows(path: Path):
         raise InputError(f"{path}: malformed CSV ({exc})") from None
 
 
-def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
+def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report, style=()):
     """Validate raw rows of one file (or frame) and turn them into canonical records.
 
     Parameters
@@ -192,15 +199,20 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
         Count rows with invalid values as skipped instead of raising.
     report : ReadReport
         Updated in place with skip counts and the models seen.
+    style : tuple of str
+        Numeric fields of arena rows to keep as style covariates (every arena row must
+        have a finite number in each).
 
     Returns
     -------
     kind : {"static", "arena"} or None
         The kind of every row (None when no usable row was found).
     records : list of tuple
-        ``(model, item, source, domain, line, n, sample, value)`` per kept row: ``n`` the
-        answers the row stands for (1, or its ``n_samples``), ``sample`` the id of a
-        repeated answer or None, ``value`` the correct answers (static) or the reward.
+        ``(model, item, source, domain, line, n, sample, judge, family, value)`` and, for
+        arena rows, one value per ``style`` field before ``value``: ``n`` the answers the
+        row stands for (1, or its ``n_samples``), ``sample`` the id of a repeated answer,
+        ``judge`` and ``family`` their names (None where absent), ``value`` the correct
+        answers (static) or the reward.
 
     Raises
     ------
@@ -239,6 +251,9 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
             continue
         try:
             record = _record(row, kind, source)
+            covariates = (
+                tuple(style_field(row.get(c), c) for c in style) if kind == "arena" else ()
+            )
         except ValueError as exc:
             if skip_invalid:
                 report.invalid[str(exc).split(" ", 1)[0]] += 1
@@ -252,7 +267,10 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
                 domain = str(val).strip()
                 break
         model, item, n, sample, value = record
-        records.append((model, item, source, domain, line, n, sample, value))
+        judge, family = (_optional_text(row, f) for f in ("judge", "family"))
+        records.append(
+            (model, item, source, domain, line, n, sample, judge, family, *covariates, value)
+        )
     if seen and not records:
         unreadable(where, seen, first_missing, skipped)
     return kind, records
@@ -274,6 +292,17 @@ def unreadable(where: str, rows: int, missing, invalid: int = 0):
             f"{', '.join(STATIC_FIELDS)}, an arena row {', '.join(ARENA_FIELDS)})"
         )
     raise InputError(f"{where}: none of its {rows} rows can be read ({invalid} invalid)")
+
+
+def _optional_text(row: dict, name: str) -> str | None:
+    """An optional label field (``judge``, ``family``): its text, or None when absent."""
+    return text_field(row[name], name) if _present(row, name) else None
+
+
+def table_columns(kind: str, style=()) -> list[str]:
+    """The columns of a reader's records of ``kind`` (see :func:`parse_rows`)."""
+    extra = [STYLE_PREFIX + c for c in style] if kind == "arena" else []
+    return [*TABLE_COLUMNS, *extra, "correct" if kind == "static" else "reward"]
 
 
 def _present(row: dict, name: str) -> bool:
@@ -313,7 +342,7 @@ def _record(row: dict, kind: str, source: str):
     return model, item, n, sample, k
 
 
-def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: ReadReport):
+def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: ReadReport, style=()):
     """Read one input file into a canonical table.
 
     A CSV whose header is a wide matrix's (:func:`bayes_dualeval.data.wide.is_wide`: a
@@ -332,6 +361,8 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
         Count rows with invalid values as skipped instead of raising.
     report : ReadReport
         Updated in place with the counts of this file.
+    style : tuple of str
+        Style covariates of arena rows (:func:`parse_rows`).
 
     Returns
     -------
@@ -360,6 +391,7 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
             folder_domain=folder_domain,
             skip_invalid=skip_invalid,
             report=report,
+            style=style,
         )
         report.files.append(str(path))
         return kind, table
@@ -376,11 +408,12 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
         where=str(path),
         skip_invalid=skip_invalid,
         report=report,
+        style=style,
     )
     report.files.append(str(path))
     report.rows += len(records)
-    value_col = "correct" if kind == "static" else "reward"
-    table = plain_answers(pd.DataFrame.from_records(records, columns=[*TABLE_COLUMNS, value_col]))
+    table = pd.DataFrame.from_records(records, columns=table_columns(kind, style))
+    table = plain_answers(table)
     table["file"] = str(path)
     return kind, table
 
@@ -388,18 +421,18 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
 def plain_answers(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` without its ``n`` and ``sample`` columns where they say nothing.
 
-    A table whose rows are one answer each (``n`` 1) with no ``sample`` reads as the
-    formats without those fields do (:mod:`bayes_dualeval.data.tables`).
+    A table whose rows are one answer each (``n`` 1) with no ``sample``, ``judge`` or
+    ``family`` reads as the formats without those fields do
+    (:mod:`bayes_dualeval.data.tables`).
     """
     drop = []
     if "n" in table and (table["n"] == 1).all():
         drop.append("n")
-    if "sample" in table and table["sample"].isna().all():
-        drop.append("sample")
+    drop += [c for c in ("sample", "judge", "family") if c in table and table[c].isna().all()]
     return table.drop(columns=drop) if drop else table
 
 
-def read_paths(paths, *, skip_invalid: bool = False):
+def read_paths(paths, *, skip_invalid: bool = False, style=()):
     """Read every input file under ``paths``.
 
     Parameters
@@ -430,7 +463,7 @@ def read_paths(paths, *, skip_invalid: bool = False):
     report = ReadReport()
     tables = {"static": [], "arena": []}
     for path, root in files:
-        kind, table = read_file(path, root, skip_invalid=skip_invalid, report=report)
+        kind, table = read_file(path, root, skip_invalid=skip_invalid, report=report, style=style)
         if kind is not None and len(table):
             tables[kind].append(table)
     out = {}
@@ -439,13 +472,17 @@ def read_paths(paths, *, skip_invalid: bool = False):
         columns = ["model", "item", "source", "domain", value, "file", "line"]
         # a wide matrix's table has one answer per cell and no sample: the columns that
         # say so are left out rather than filled per cell (tables.py reads them as absent)
-        optional = [c for c in ("n", "sample") if any(c in part for part in parts)]
+        optional = [
+            c
+            for c in ("n", "sample", "judge", "family", *(STYLE_PREFIX + x for x in style))
+            if any(c in part for part in parts)
+        ]
         if len(parts) == 1:  # one file (a large matrix, often): no copy
             out[kind] = parts[0][columns + optional]
         elif parts:
             for part in parts:
                 for name in optional:
-                    if name not in part:
+                    if name not in part:  # style columns: every arena file has them
                         part[name] = 1 if name == "n" else None
             out[kind] = pd.concat(parts, ignore_index=True)[columns + optional]
         else:

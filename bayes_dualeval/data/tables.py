@@ -9,12 +9,13 @@ model), combines the answers of each (model, item) cell (:func:`static_cells`,
 :func:`arena_cells`), checks that they can be fitted, indexes them on shared model and item
 axes and z-normalises the rewards (:func:`dataset_fields`).
 
-Rows of one model and item are repeated answers when their ``sample`` differs: a static
-cell counts them all (``k`` correct of ``n``, a binomial count with the density of ``n``
-Bernoulli labels), an arena cell takes their mean reward (with their count). Rows equal in
-model, item and sample are duplicates: the last one is kept and the others counted as
-skipped, except aggregated rows (``n_correct``, ``n_samples``) that disagree, which are an
-error.
+A cell is a (model, item, judge): rows scored by different judges are different cells.
+Rows of one cell are repeated answers when their ``sample`` differs: a static cell counts
+them all (``k`` correct of ``n``, a binomial count with the density of ``n`` Bernoulli
+labels), an arena cell takes their mean reward and mean style covariates (with their
+count). Rows equal in model, item, judge and sample are duplicates: the last one is kept
+and the others counted as skipped, except aggregated rows (``n_correct``, ``n_samples``)
+that disagree, which are an error.
 """
 
 from __future__ import annotations
@@ -25,9 +26,17 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data.readers import TABLE_COLUMNS, ReadReport, parse_rows, plain_answers
+from bayes_dualeval.data.readers import (
+    STYLE_PREFIX,
+    ReadReport,
+    parse_rows,
+    plain_answers,
+    table_columns,
+)
 
-REWARD_NORMS = ("source", "global")
+REWARD_NORMS = ("source", "judge", "global")
+#: The name of the judge of rows that name none.
+NO_JUDGE = ""
 KINDS = ("static", "arena")
 
 
@@ -87,12 +96,13 @@ def dataset_fields(
     arena, arena_n, dropped_a = arena_cells(arena)
     skipped.update(dropped_s)
     skipped.update(dropped_a)
-    # Arena prompts answered by one model carry no comparison.
-    counts = arena.groupby("item", sort=False)["model"].transform("size")
-    lonely = (counts < 2).to_numpy()
+    # Arena prompts answered by one model (for one judge) carry no comparison.
+    unit = _key(arena, ("item", "judge") if "judge" in arena else ("item",))
+    counts = pd.Series(unit).map(pd.Series(unit).value_counts()).to_numpy()
+    lonely = counts < 2
     keep_arena = ~lonely
     if lonely.any():
-        skipped["arena prompt answered by one model"] += int(arena.loc[lonely, "item"].nunique())
+        skipped["arena prompt answered by one model"] += len(np.unique(unit[lonely]))
         arena = arena.loc[~lonely]
     clash = set(_distinct(static["item"])) & set(_distinct(arena["item"]))
     if clash:
@@ -127,8 +137,13 @@ def dataset_fields(
     model_index = pd.Index(models)
     groups_series = items["kind"] + ":" + items["source"].astype(str)
     groups, item_group = np.unique(groups_series.to_numpy(dtype=str), return_inverse=True)
+    judges, static_judge, arena_judge = _judges(static, arena)
     reward = arena["reward"].to_numpy(dtype=np.float64)
-    z = normalise_rewards(reward, arena["source"].to_numpy(dtype=str), reward_norm)
+    unit = arena["source"].to_numpy(dtype=str)
+    if reward_norm == "judge":  # each judge's rewards on a scale of their own, per source
+        unit = np.char.add(np.char.add(unit, "\x1f"), judges[arena_judge].astype(str))
+    z = normalise_rewards(reward, unit, "global" if reward_norm == "global" else "source")
+    style = [c for c in arena.columns if str(c).startswith(STYLE_PREFIX)]
     return {
         "models": frozen(models.astype(str)),
         "items": frozen(items["item"].to_numpy(dtype=str)),
@@ -146,10 +161,56 @@ def dataset_fields(
         "arena_reward": frozen(reward),
         "arena_n": frozen(arena_n[keep_arena], np.int32),
         "arena_z": frozen(z),
+        "judges": frozen(judges),
+        "static_judge": frozen(static_judge, np.int32),
+        "arena_judge": frozen(arena_judge, np.int32),
+        "model_family": frozen(_families(static, arena, models), str),
+        "style": tuple(c[len(STYLE_PREFIX) :] for c in style),
+        "arena_style": frozen(arena[style].to_numpy(np.float64).reshape(len(arena), len(style))),
         "reward_norm": reward_norm,
         "skipped": {name: n for name, n in skipped.items() if n},
         "files": tuple(report.files),
     }
+
+
+def _judges(static: pd.DataFrame, arena: pd.DataFrame):
+    """The judges (names, sorted; :data:`NO_JUDGE` for rows without one) and each cell's."""
+    columns = [t["judge"] for t in (static, arena) if "judge" in t]
+    if not columns:
+        return np.array([NO_JUDGE]), np.zeros(len(static), int), np.zeros(len(arena), int)
+
+    def names(table):
+        if "judge" not in table:
+            return np.full(len(table), NO_JUDGE, dtype=object)
+        return table["judge"].astype(object).where(table["judge"].notna(), NO_JUDGE).to_numpy()
+
+    s_names, a_names = names(static), names(arena)
+    judges = np.array(sorted(set(s_names.tolist()) | set(a_names.tolist())), dtype=str)
+    index = pd.Index(judges)
+    return judges, index.get_indexer(s_names.astype(str)), index.get_indexer(a_names.astype(str))
+
+
+def _families(static: pd.DataFrame, arena: pd.DataFrame, models: np.ndarray) -> np.ndarray:
+    """Each model's family from the rows' ``family`` field (``""`` where none names one).
+
+    Raises
+    ------
+    InputError
+        When a model's rows name two families.
+    """
+    out = pd.Series("", index=pd.Index(models.astype(str)), dtype=object)
+    parts = [t[["model", "family"]] for t in (static, arena) if "family" in t]
+    if not parts:
+        return out.to_numpy(dtype=str)
+    pairs = pd.concat(parts).dropna().astype(str).drop_duplicates()
+    clash = pairs["model"].duplicated(keep=False)
+    if clash.any():
+        model = pairs.loc[clash, "model"].iloc[0]
+        both = sorted(pairs.loc[pairs["model"] == model, "family"])
+        raise InputError(f"model {model!r} is given two families: {both[0]!r} and {both[1]!r}")
+    known = pairs.set_index("model")["family"]
+    out.loc[known.index.intersection(out.index)] = known
+    return out.to_numpy(dtype=str)
 
 
 def frames_to_tables(
@@ -158,8 +219,12 @@ def frames_to_tables(
     *,
     source: str,
     skip_invalid: bool,
+    style=(),
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, ReadReport]:
     """Canonical tables from DataFrames in the input formats, row by row as files are read.
+
+    ``style`` names the arena rows' style covariates
+    (:func:`~bayes_dualeval.data.readers.parse_rows`).
 
     Returns
     -------
@@ -189,14 +254,13 @@ def frames_to_tables(
                 where=f"{kind} frame (source {src})",
                 skip_invalid=skip_invalid,
                 report=report,
+                style=style,
             )
             if got is not None and got != kind:
                 raise InputError(f"the {kind} frame holds {got} rows")
             records.extend(recs)
-        value = "correct" if kind == "static" else "reward"
-        tables[kind] = plain_answers(
-            pd.DataFrame.from_records(records, columns=[*TABLE_COLUMNS, value])
-        )
+        columns = table_columns(kind, style)
+        tables[kind] = plain_answers(pd.DataFrame.from_records(records, columns=columns))
     return tables.get("static"), tables.get("arena"), report
 
 
@@ -340,10 +404,12 @@ def arena_cells(table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, Counter]
     first, cell = _cells(table)
     if len(first) == len(table):
         return _plain(table), n.astype(np.int32), skipped
-    total = np.bincount(cell, weights=table["reward"].to_numpy(np.float64) * n)
     answers = np.bincount(cell, weights=n)
     out = _plain(table.iloc[first]).reset_index(drop=True)
-    out["reward"] = total / answers
+    averaged = ["reward", *(c for c in table.columns if str(c).startswith(STYLE_PREFIX))]
+    for name in averaged:  # the reward and the style covariates: means over the answers
+        total = np.bincount(cell, weights=table[name].to_numpy(np.float64) * n)
+        out[name] = total / answers
     return out, answers.astype(np.int32), skipped
 
 
@@ -354,13 +420,21 @@ def _plain(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cells(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The first row of each (model, item) cell, and each row's cell (numbered in that order)."""
-    key = _key(table, ("model", "item"))
+    """The first row of each cell, and each row's cell (numbered in that order).
+
+    A cell is a (model, item), and a (model, item, judge) where rows name judges.
+    """
+    key = _key(table, _cell_key(table))
     _, first, cell = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # cells numbered by their first row
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     return first[order], rank[cell.ravel()]
+
+
+def _cell_key(table: pd.DataFrame) -> tuple[str, ...]:
+    """The columns that tell cells apart."""
+    return ("model", "item", "judge") if "judge" in table else ("model", "item")
 
 
 def _key(table: pd.DataFrame, columns) -> np.ndarray:
@@ -382,14 +456,15 @@ def _key(table: pd.DataFrame, columns) -> np.ndarray:
 def _without_duplicates(table: pd.DataFrame, value: str) -> tuple[pd.DataFrame, Counter]:
     """Drop rows repeating a (model, item, sample); keep the last of each (see the module)."""
     skipped: Counter = Counter()
+    cell = _cell_key(table)
     if "sample" not in table or not table["sample"].notna().any():
         if "n" in table:
-            _check_aggregates(table, ("model", "item"), value)
-        out, n = dedupe(table)
+            _check_aggregates(table, cell, value)
+        out, n = dedupe(table, cell)
         if n:
             skipped[DUPLICATE] += n
         return (out.drop(columns="sample") if "sample" in out else out), skipped
-    columns = ("model", "item", "sample")
+    columns = (*cell, "sample")
     if "n" in table:
         _check_aggregates(table, columns, value)
     drop = pd.Series(_key(table, columns)).duplicated(keep="last").to_numpy()
@@ -428,20 +503,22 @@ def _check_aggregates(table: pd.DataFrame, columns, value: str) -> None:
         )
 
 
-def dedupe(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Keep the last row of each (model, item); return the table and how many were dropped.
+def dedupe(table: pd.DataFrame, columns=("model", "item")) -> tuple[pd.DataFrame, int]:
+    """Keep the last row of each cell; return the table and how many were dropped.
+
+    A cell is a (model, item), or the values of ``columns``.
 
     A table without duplicates is returned as it is (no copy); a wide matrix's categorical
     table is checked on one integer key per cell.
     """
     model, item = table["model"], table["item"]
     categorical = (isinstance(c.dtype, pd.CategoricalDtype) for c in (model, item))
-    if all(categorical):
+    if tuple(columns) == ("model", "item") and all(categorical):
         key = model.cat.codes.to_numpy(np.int64) * len(item.cat.categories)
         key += item.cat.codes.to_numpy(np.int64)
         drop = pd.Series(key).duplicated(keep="last").to_numpy()
     else:
-        drop = table.duplicated(["model", "item"], keep="last").to_numpy()
+        drop = pd.Series(_key(table, columns)).duplicated(keep="last").to_numpy()
     n = int(drop.sum())
     if n == 0 and isinstance(table.index, pd.RangeIndex) and table.index.start == 0:
         return table, 0

@@ -107,3 +107,16 @@ def sample_field(value) -> str:
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     return text_field(value, "sample")
+
+
+def style_field(value, name: str) -> float:
+    """A style covariate of an arena row (``length``...): a finite number; else ``ValueError``."""
+    if value is None or value == "":
+        raise ValueError(f"style covariate {name!r} is missing")
+    try:
+        out = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        out = float("nan")
+    if isinstance(value, bool) or not math.isfinite(out):
+        raise ValueError(f"style covariate {name!r} must be a finite number, got {value!r}")
+    return out

@@ -22,6 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 
+from bayes_dualeval.model import facets
 from bayes_dualeval.model.ability_map import domain_map
 from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
@@ -31,7 +32,7 @@ ITEM_PLATE = "item"
 #: Item sites and the item parameter each one moves (``b``, or ``log a`` through ``a``).
 ITEM_TARGETS = {"b_raw": "b", "b_rel": "b", "log_a_raw": "a", "log_a": "a"}
 #: Global sites the arena likelihood reads besides abilities and items.
-ARENA_SITES = ("gamma", "sigma", "level_c")
+ARENA_SITES = ("gamma", "sigma", "level_c", *facets.VALUES)
 #: Gauss-Hermite nodes per item dimension (``b`` alone under 1PL, ``b`` and ``log a``).
 NODES = {1: 7, 2: 3}
 #: Inner Newton solve: iteration cap and tolerance on the squared Newton decrement.
@@ -124,6 +125,8 @@ class ItemIntegral:
         if inputs.has_arena:
             g, s = extra["gamma"], extra["sigma"]
             level = {} if extra.get("level_c") is None else {"level": extra["level_c"]}
+            if facets.has_facets(inputs):
+                level["facets"] = facets.Facets.from_draws(extra, g)
             full = arena_loglik(theta, a, b, g, s, inputs, config, **level)
             if self.bb_apart:  # lambda_arena weighs all but the both-bad terms
                 no_bb = config.replace(lambda_bb=0.0)

@@ -26,6 +26,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model.arena_matrix import ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.pilot import centring, prompt_level
 from bayes_dualeval.model.spec import DualEvalModel
 
@@ -40,7 +41,7 @@ class ModelInputs:
     Attributes
     ----------
     n_models, n_items, n_groups, n_level_groups, n_static_items : int
-    n_anchored, n_centred, n_domains : int
+    n_anchored, n_centred, n_domains, n_judges, n_families : int
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
@@ -86,15 +87,30 @@ class ModelInputs:
     bb_count : jax.Array of float32, shape (R,)
         Weighted number of both-bad pairs each arena cell is in.
     prompt_n : jax.Array of float32, shape (Q,)
-        Models per item among arena cells (reward likelihood).
-    prompt_zbar : jax.Array of float32, shape (Q,)
-        Mean normalised reward of each arena prompt (0 for other items).
-    prompt_se : jax.Array of float32, shape (Q,)
-        Standard error of each arena prompt's mean reward (1 for other items); see
+        Arena cells per item (reward likelihood, anchoring).
+    unit_n : jax.Array of float32, shape (U,)
+        Arena cells per *unit*, a prompt as one judge scored it: unit ``q + Q k`` is
+        prompt ``q`` of judge ``k``, ``U = Q n_judges`` (with one judge the units are the
+        items, and ``unit_n`` is ``prompt_n``). Pairs are formed within a unit, and the
+        level term reads one mean reward per unit.
+    prompt_zbar : jax.Array of float32, shape (U,)
+        Mean normalised reward of each unit (0 for units without arena cells).
+    prompt_se : jax.Array of float32, shape (U,)
+        Standard error of each unit's mean reward (1 for units without arena cells); see
         :func:`prompt_level`.
-    level_group : jax.Array of int32, shape (Q,)
-        Arena source (index among the ``n_level_groups`` arena item groups) of each item;
-        0 for items that are not arena prompts (masked by ``prompt_n``).
+    level_group : jax.Array of int32, shape (U,)
+        Arena source (index among the ``n_level_groups`` arena item groups) of each unit;
+        0 for units without arena cells (masked by ``unit_n``).
+    arena_judge : jax.Array of int32, shape (R,)
+        Each arena cell's judge (all 0 with one judge).
+    arena_unit : jax.Array of int32, shape (R,)
+        Each arena cell's unit (``item + Q judge``).
+    model_family : jax.Array of int32, shape (M,)
+        Each model's family among the ``n_families`` (``n_families`` for a model without
+        one); all 0 without judge x family biases.
+    arena_style : jax.Array of float32, shape (R, C)
+        Style covariates of the arena cells, standardised over the cells (``C = 0``
+        without; :mod:`bayes_dualeval.model.facets`).
     centring : jax.Array of float32, shape (3, Q)
         How each item's coordinates are laid out (:func:`centring`), read by name through
         :attr:`b_centred`, :attr:`log_a_centred` and :attr:`b_anchored`: 1 where an item's
@@ -137,6 +153,8 @@ class ModelInputs:
     n_anchored: int
     n_centred: int
     n_domains: int
+    n_judges: int
+    n_families: int
     item_group: jax.Array
     item_domain: jax.Array
     static_model: jax.Array
@@ -155,9 +173,14 @@ class ModelInputs:
     pair_linear: jax.Array
     bb_count: jax.Array
     prompt_n: jax.Array
+    unit_n: jax.Array
     prompt_zbar: jax.Array
     prompt_se: jax.Array
     level_group: jax.Array
+    arena_judge: jax.Array
+    arena_unit: jax.Array
+    model_family: jax.Array
+    arena_style: jax.Array
     centring: jax.Array
     item_features: jax.Array
     static_batch: int = 0
@@ -216,7 +239,7 @@ class ModelInputs:
 
 _META = (
     "n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored",
-    "n_centred", "n_domains", "static_batch", "pair_batch",
+    "n_centred", "n_domains", "n_judges", "n_families", "static_batch", "pair_batch",
 )  # fmt: skip
 jax.tree_util.register_dataclass(
     ModelInputs,
@@ -235,8 +258,10 @@ def pair_weights(pairs: Pairs, arena_likelihood: str) -> np.ndarray:
 
     A prompt answered by ``n_q`` models yields ``n_q (n_q - 1) / 2`` pairs but only
     ``n_q - 1`` independent contrasts; weight ``2 / n_q`` makes its pairs count as that many.
+    With several judges ``n_q`` counts the models of the pair's unit (the prompt as its
+    judge scored it).
     """
-    return contrast_weight(pairs.prompt_models[pairs.item], arena_likelihood)
+    return contrast_weight(pairs.unit_models, arena_likelihood)
 
 
 def contrast_weight(prompt_models, arena_likelihood: str) -> np.ndarray:
@@ -285,12 +310,23 @@ def build_inputs(
     r_model = dataset.arena_model if use_arena else empty_i
     r_item = dataset.arena_item if use_arena else empty_i
     r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
+    facet = arena_facets(dataset, use_arena)
+    if facet.present and (config.mode == "bt" or config.arena_likelihood == "reward"):
+        raise ConfigError(
+            "several judges and style covariates enter the pairs likelihood (arena_likelihood "
+            f"'pairs' or 'pairs-full'); this specification fits mode {config.mode!r} with "
+            f"arena_likelihood {config.arena_likelihood!r}"
+        )
+    n_units = dataset.n_items * facet.n_judges
+    r_unit = r_item + dataset.n_items * facet.judge
     # the static questions, answered or known only by their features (3PL/4PL floors)
     static_items = (dataset.static_items if use_static else empty_i).astype(i32)
     prompt_n = np.bincount(r_item, minlength=dataset.n_items).astype(f32)
+    unit_n = np.bincount(r_unit, minlength=n_units).astype(f32)
     prompt_zbar, prompt_se, group_of_item, n_level_groups = prompt_level(
-        r_model, r_item, r_z, np.asarray(dataset.item_group), dataset.n_models
-    )
+        r_model, r_unit, r_z, np.tile(np.asarray(dataset.item_group), facet.n_judges),
+        dataset.n_models,
+    )  # fmt: skip
     n_cells = len(r_z)
     pair_i = pair_j = empty_i
     pair_w = pair_t = empty_f
@@ -329,8 +365,10 @@ def build_inputs(
         dataset,
         use_static,
         centred,
-        arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
-    )
+        # with facets a prompt has a level per judge: its b is not anchored to one
+        arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt"
+        and not facet.present,
+    )  # fmt: skip
     n_domains, item_domain = _domains(dataset, config)
     x_features = np.zeros((dataset.n_items, 0), f32)
     if features is not None:
@@ -345,6 +383,8 @@ def build_inputs(
         n_anchored=int(item_centring[2].sum()),
         n_centred=int(item_centring[:2].sum()),
         n_domains=n_domains,
+        n_judges=facet.n_judges,
+        n_families=facet.n_families,
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         item_domain=jnp.asarray(item_domain, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
@@ -363,9 +403,14 @@ def build_inputs(
         pair_linear=jnp.asarray(pair_linear),
         bb_count=jnp.asarray(bb),
         prompt_n=jnp.asarray(prompt_n),
+        unit_n=jnp.asarray(unit_n),
         prompt_zbar=jnp.asarray(prompt_zbar),
         prompt_se=jnp.asarray(prompt_se),
         level_group=jnp.asarray(group_of_item),
+        arena_judge=jnp.asarray(facet.judge, dtype=jnp.int32),
+        arena_unit=jnp.asarray(r_unit, dtype=jnp.int32),
+        model_family=jnp.asarray(facet.family, dtype=jnp.int32),
+        arena_style=jnp.asarray(facet.style, dtype=jnp.float32),
         centring=jnp.asarray(item_centring),
         item_features=jnp.asarray(x_features),
     )

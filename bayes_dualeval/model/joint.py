@@ -23,6 +23,7 @@ from bayes_dualeval.model.ability_priors import (
     domain_abilities,
 )
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.facets import facet_parameters
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.likelihood import (
     arena_loglik,
@@ -65,7 +66,9 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     under the hierarchical prior); ``c``, ``d`` (3PL/4PL, from ``c_raw``, ``d_raw`` on
     plate ``static_item`` and levels ``mu_c``, ``mu_d``); group-level ``mu_b``,
     ``sigma_b``, ``mu_log_a``, ``sigma_log_a`` (plate ``group``); ``gamma``, ``level_c``
-    (plate ``arena_source``) and, for the reward likelihood, ``sigma``. Static labels are
+    (plate ``arena_source``) and, for the reward likelihood, ``sigma``; with several
+    judges or style covariates the facets' sites
+    (:data:`bayes_dualeval.model.facets.SITES`). Static labels are
     the observed site ``static_y`` (plate ``static_cell``, scaled by ``lambda_static``);
     the arena term is the factor ``arena``. With ``inputs.static_counts`` set (NUTS's
     layout where most of the models x items matrix is observed,
@@ -83,7 +86,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     else:
         theta, theta_mean, spread = abilities(inputs, config)
         ability = domain_abilities(inputs, config, theta)
-    a = b = gamma = sigma = level = None
+    a = b = gamma = sigma = level = facets = None
     if config.mode != "bt":
         anchor = None
         if inputs.has_arena:
@@ -92,6 +95,8 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             level = level_parameters(inputs, config)
             if level is not None:
                 anchor = (ability, gamma, level)
+            # judges, their family biases and style (several judges, or style covariates)
+            facets = facet_parameters(inputs, gamma, severity=level is not None)
         a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
         if inputs.has_static and inputs.static_counts is not None:
@@ -115,7 +120,9 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             return
         if config.arena_likelihood == "reward":
             sigma = numpyro.sample("sigma", dist.HalfNormal(config.sigma_scale))
-    numpyro.factor("arena", arena_total(ability, a, b, gamma, sigma, inputs, config, level))
+    numpyro.factor(
+        "arena", arena_total(ability, a, b, gamma, sigma, inputs, config, level, facets)
+    )
 
 
 def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:

@@ -14,6 +14,11 @@ Decisive pairs contribute :math:`w_q [t \log s + (1 - t) \log(1 - s)]` with
 :math:`\lambda_{bb} w_q [\log(1 - p_{iq}) + \log(1 - p_{jq})]`; the ``reward`` likelihood
 :math:`z_{iq} \sim \mathcal N(c_q + \gamma p_{iq}, \sigma)` with :math:`c_q` integrated
 out; the level term :math:`\bar z_q \sim \mathcal N(c_s + \gamma \bar p_q, se_q)`.
+
+With several judges or style covariates (:mod:`bayes_dualeval.model.facets`) the pair
+logit is the difference of the two cells' scores :math:`s_i - s_j` (``gamma p`` in
+general), pairs are formed within a unit (a prompt as one judge scored it), and the level
+term reads each unit's mean score and its judge's severity.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from numpyro.distributions import constraints
 from bayes_dualeval.model import arena_matrix, links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.facets import Facets, cell_scores
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.subsample import batch
 
@@ -134,40 +140,52 @@ def pair_win_probability(p_first, p_second, gamma):
     return links.sigmoid(gamma * (p_first - p_second))
 
 
-def arena_loglik(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None):
+def arena_loglik(
+    theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None,
+    facets: Facets | None = None,
+):  # fmt: skip
     """Arena log likelihood per item, shape (Q,) (zero for items that are not arena prompts).
 
     Decisive pairs contribute ``w [t log_sigmoid(x) + (1 - t) log_sigmoid(-x)]`` to their
     prompt and both-bad pairs ``lambda_bb w [log(1 - p_i) + log(1 - p_j)]``; the ``reward``
     likelihood gives each prompt its Gaussian term; ``level`` (``level_c`` from
     :func:`bayes_dualeval.model.priors.level_parameters`) adds each prompt's mean-reward
-    term. ``lambda_arena`` is not applied.
+    term. ``lambda_arena`` is not applied. ``facets``
+    (:class:`~bayes_dualeval.model.facets.Facets`) where the arena has them: ``x`` is then
+    the difference of the cells' scores.
     """
     if config.mode == "bt":
         x = theta[inputs.pair_i] - theta[inputs.pair_j]
         return _pairs_per_item(x, inputs)
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
+    scores = None if facets is None else cell_scores(p, facets, inputs)
     if config.arena_likelihood == "reward":
         ll = reward_per_item(p, gamma, sigma, inputs)
     else:
-        x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
+        if scores is None:
+            x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
+        else:
+            x = scores[inputs.pair_i] - scores[inputs.pair_j]
         bb = inputs.bb_count * links.log_sigmoid(-eta)
         ll = _pairs_per_item(x, inputs) + config.lambda_bb * jax.ops.segment_sum(
             bb, inputs.arena_item, num_segments=inputs.n_items
         )
     if level is not None:
-        ll = ll + level_per_item(p, gamma, level, inputs)
+        ll = ll + level_per_item(p, gamma, level, inputs, facets, scores)
     return ll
 
 
-def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level):
+def arena_total(
+    theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level,
+    facets: Facets | None = None,
+):  # fmt: skip
     """The arena term summed, as the joint model adds it (weights and powers applied).
 
     Equal to ``lambda_arena * arena_loglik(...).sum()`` (with the both-bad part weighted by
     ``lambda_bb`` instead), computed more cheaply: the soft-target part of each pair is
-    linear in the cell probabilities and collapses to one dot product with
-    ``inputs.pair_linear`` (see :mod:`bayes_dualeval.model.inputs`).
+    linear in the cell probabilities (in the cells' scores, with facets) and collapses to
+    one dot product with ``inputs.pair_linear`` (see :mod:`bayes_dualeval.model.inputs`).
     """
     if config.mode == "bt":
         ll = _pair_sum(theta, 1.0, inputs) - jnp.dot(inputs.pair_linear, theta)
@@ -177,13 +195,18 @@ def arena_total(theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelCon
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
     ll_bb = 0.0
+    scores = None
     if config.arena_likelihood == "reward":
         ll = jnp.sum(reward_per_item(p, gamma, sigma, inputs))
-    else:
+    elif facets is None:
         ll = _pair_sum(p, gamma, inputs) - gamma * jnp.dot(inputs.pair_linear, p)
         ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
+    else:  # the pair logit is the difference of the cells' scores
+        scores = cell_scores(p, facets, inputs)
+        ll = _pair_sum(scores, 1.0, inputs) - jnp.dot(inputs.pair_linear, scores)
+        ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
     if level is not None:
-        ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs))
+        ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs, facets, scores))
     return config.lambda_arena * ll + config.lambda_bb * ll_bb
 
 
@@ -246,8 +269,13 @@ def reward_per_item(p, gamma, sigma, inputs: ModelInputs):
     return jnp.where(used, ll, 0.0)
 
 
-def level_per_item(p, gamma, level_c, inputs: ModelInputs):
+def level_per_item(p, gamma, level_c, inputs: ModelInputs, facets=None, scores=None):
     """Log density of each prompt's mean reward, shape (Q,) (zero for non-arena items).
+
+    Per unit (a prompt as one judge scored it; :attr:`ModelInputs.unit_n`), summed over
+    a prompt's judges. With ``facets`` a unit's prediction is its judge's severity plus the
+    mean of its cells' ``scores`` (:func:`~bayes_dualeval.model.facets.cell_scores`)
+    instead of ``gamma pbar``.
 
     ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
@@ -258,14 +286,30 @@ def level_per_item(p, gamma, level_c, inputs: ModelInputs):
     difficulties, and sampling it makes a funnel). Rewards whose leniency varies by prompt
     call for ``arena_level = "none"``.
     """
-    n = jnp.maximum(inputs.prompt_n, 1.0)
-    pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
-    return level_at_mean(pbar, gamma, level_c, inputs)
+    units = inputs.unit_n.shape[0]
+    n = jnp.maximum(inputs.unit_n, 1.0)
+    if facets is None:
+        pbar = jax.ops.segment_sum(p, inputs.arena_unit, units) / n
+        return _per_item(level_at_mean(pbar, gamma, level_c, inputs), inputs)
+    mean = jax.ops.segment_sum(scores, inputs.arena_unit, units) / n
+    if facets.severity is not None:
+        mean = mean + facets.severity[jnp.arange(units) // inputs.n_items]
+    return _per_item(level_at_mean(mean, 1.0, level_c, inputs), inputs)
 
 
 def level_at_mean(pbar, gamma, level_c, inputs: ModelInputs):
-    """:func:`level_per_item` from each prompt's mean success probability ``pbar`` (Q,)."""
+    """The level term per unit from its mean success probability ``pbar``, shape (U,).
+
+    Or from its mean score, at ``gamma`` 1; with one judge the units are the items.
+    """
     se = inputs.prompt_se
     resid = (inputs.prompt_zbar - level_c[inputs.level_group] - gamma * pbar) / se
     ll = -0.5 * resid**2 - jnp.log(se) - 0.5 * _LOG_2PI
-    return jnp.where(inputs.prompt_n > 0, ll, 0.0)
+    return jnp.where(inputs.unit_n > 0, ll, 0.0)
+
+
+def _per_item(values, inputs: ModelInputs):
+    """Values per unit (U,) summed over each prompt's judges, shape (Q,)."""
+    if inputs.n_judges == 1:
+        return values
+    return values.reshape(inputs.n_judges, inputs.n_items).sum(axis=0)

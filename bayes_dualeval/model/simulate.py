@@ -12,7 +12,15 @@ The generative process (documented in ``docs/simulator.md``):
 5. each (model, item) cell is dropped independently with probability ``missing``;
 6. with ``samples = S > 1``, each static cell holds ``S`` answers (rows with a ``sample``
    field 0, ..., S - 1), drawn independently from the cell's probability: sample 0 is the
-   single-sample data of the same seed, the others come from a generator of their own.
+   single-sample data of the same seed, the others come from a generator of their own;
+7. with ``judges = K > 1`` (or a style effect), every arena cell is scored by each of ``K``
+   judges: judge ``k`` gives ``c_q + s_k + g_k p_iq + x [f(i) = f_k] + e * length_iq +
+   noise``, with severity ``s_k ~ Normal(0, judge_severity_sd)``, slope ``g_k =
+   gamma_reward exp(Normal(0, judge_slope_sd))``, a self-preference ``x`` for the models
+   of its own family ``f_k`` (models are spread over ``K`` families, one per judge), and a
+   style effect ``e`` on a ``length`` covariate (standard normal, plus 1.5 for the weakest
+   third of the models: they are the most verbose). Rows carry ``judge``, ``family`` and
+   ``length`` fields; these draws come from a generator of their own.
 
 The truth records ``gamma``: the slope of z-normalised rewards on ``p``, i.e.
 ``gamma_reward / sd(r)``, which is what the model's ``gamma`` estimates (attenuated by
@@ -73,6 +81,11 @@ def simulate(
     item_features: int = 0,
     feature_share: float = 0.5,
     samples: int = 1,
+    judges: int = 1,
+    self_preference: float = 0.0,
+    style_effect: float = 0.0,
+    judge_severity_sd: float = 0.5,
+    judge_slope_sd: float = 0.3,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -128,6 +141,14 @@ def simulate(
         Answers per static cell (repeated samples, e.g. ``--repeats`` or epochs): above
         1 the static rows carry a ``sample`` field. Sample 0 is the data of ``samples =
         1`` with the same seed; every other draw of the seed is unchanged.
+    judges : int
+        Judges scoring every arena cell (step 7 of the module); 1: the rewards as above.
+    self_preference : float
+        Reward each judge adds to the models of its own family (with ``judges > 1``).
+    style_effect : float
+        Reward per unit of the ``length`` covariate (every judge alike).
+    judge_severity_sd, judge_slope_sd : float
+        Spread of the judges' severities and log slopes.
     seed : int
         Seed of the NumPy generator.
 
@@ -156,6 +177,8 @@ def simulate(
         raise InputError(f"feature_share must be in [0, 1], got {feature_share}")
     if samples < 1:
         raise InputError(f"samples must be at least 1, got {samples}")
+    if judges < 1:
+        raise InputError(f"judges must be at least 1, got {judges}")
     if not (0.0 <= guess < 1.0 - slip and 0.0 <= slip < 1.0):
         raise InputError(f"need 0 <= guess < 1 - slip <= 1; got guess {guess}, slip {slip}")
     rng = np.random.default_rng(seed)
@@ -222,6 +245,14 @@ def simulate(
             "domain": dom_r[qi],
         }
     )
+    judged = None
+    if judges > 1 or style_effect:
+        judged = _judged(
+            arena, p_r[mi, qi], offset[qi], mi, theta, names, judges, self_preference,
+            style_effect, judge_severity_sd, judge_slope_sd, gamma_reward, reward_noise, seed,
+        )  # fmt: skip
+        arena = judged["arena"]
+        static["family"] = static["model_label"].map(judged["family"])
     benchmarks = np.char.add(dom_s.astype(str), "_bench")
     static_ids = item_ids.static_ids(STATIC_SOURCE, benchmarks, idx_s)
     arena_ids = [item_ids.arena_id(ARENA_SOURCE, p) for p in prompt_ids]
@@ -259,6 +290,13 @@ def simulate(
             "seed": seed,
         },
     }
+    if judged is not None:
+        truth["settings"].update(
+            judges=judges, self_preference=self_preference, style_effect=style_effect
+        )
+        truth["judges"] = judged["judges"]
+        truth["family"] = judged["family"]
+        truth["gamma"] = gamma_reward / float(arena["reward"].std())
     if features is not None:
         truth["settings"].update(item_features=item_features, feature_share=feature_share)
         features.insert(0, "item", [*static_ids, *arena_ids])
@@ -277,6 +315,43 @@ def simulate(
             for i, name in enumerate(names)
         }
     return static, arena, truth
+
+
+def _judged(arena, p, offset, model, theta, names, judges, self_preference, style_effect,
+            severity_sd, slope_sd, gamma_reward, noise, seed) -> dict:  # fmt: skip
+    """The arena rows as ``judges`` judges score them (step 7 of the module).
+
+    ``p``, ``offset`` and ``model`` belong to the rows of ``arena`` (one per cell). Returns
+    the rows (``judge``, ``family`` and ``length`` fields added), the truth per judge and
+    each model's family.
+    """
+    rng = np.random.default_rng([seed, 2])
+    families = [f"family-{chr(ord('a') + k)}" for k in range(judges)]
+    family_of = {m: families[k % judges] for k, m in enumerate(names)}
+    judge_names = [f"judge-{chr(ord('a') + k)}" for k in range(judges)]
+    severity = rng.normal(0.0, severity_sd, judges) if judges > 1 else np.zeros(1)
+    slope = gamma_reward * np.exp(rng.normal(0.0, slope_sd, judges) if judges > 1 else 0.0)
+    weak = theta <= np.quantile(theta, 1 / 3)
+    length = rng.normal(0.0, 1.0, len(p)) + 1.5 * weak[model]
+    own = np.array([family_of[names[i]] for i in model])
+    parts = []
+    for k in range(judges):
+        reward = (
+            offset + severity[k] + slope[k] * p + style_effect * length
+            + self_preference * (own == families[k]) * (judges > 1)
+            + rng.normal(0.0, noise, len(p))
+        )  # fmt: skip
+        part = arena.assign(reward=np.round(reward, 4), length=np.round(length, 4))
+        if judges > 1:
+            part = part.assign(judge=judge_names[k])
+        parts.append(part)
+    rows = pd.concat(parts, ignore_index=True)
+    rows["family"] = rows["model_label"].map(family_of)
+    truth = {
+        name: {"severity": float(severity[k]), "slope": float(slope[k]), "family": families[k]}
+        for k, name in enumerate(judge_names[: len(severity)])
+    }
+    return {"arena": rows, "judges": truth, "family": family_of}
 
 
 def _repeated(static: pd.DataFrame, p: np.ndarray, samples: int, seed: int) -> pd.DataFrame:

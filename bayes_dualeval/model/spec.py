@@ -174,11 +174,13 @@ class DualEvalModel:
 
     def arena_loglik(self, draws: Mapping, inputs):
         """Arena log likelihood per item for one draw, shape (Q,)."""
+        from bayes_dualeval.model.facets import Facets, has_facets
         from bayes_dualeval.model.likelihood import arena_loglik
 
         par = self.item_parameters(draws)
+        gamma = draws["gamma"] if "gamma" in draws else 1.0  # bt: no gamma
+        facets = Facets.from_draws(draws, gamma) if has_facets(inputs) else None
         return arena_loglik(
-            self.abilities(draws, inputs), par["a"], par["b"], draws.get("gamma", 1.0),
-            draws.get("sigma", 1.0),
-            inputs, self.config, draws.get("level_c"),
+            self.abilities(draws, inputs), par["a"], par["b"], gamma, draws.get("sigma", 1.0),
+            inputs, self.config, draws.get("level_c"), facets,
         )  # fmt: skip

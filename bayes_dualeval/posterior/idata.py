@@ -21,6 +21,7 @@ import pandas as pd
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
+from bayes_dualeval.model import facets
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.spec import DualEvalModel
@@ -62,6 +63,13 @@ SITE_DIMS = {
     "beta_b_raw": ("feature",),
     "beta_log_a": ("feature",),
     "beta_log_a_raw": ("feature",),
+    "gamma_judge_raw": ("judge",),
+    "gamma_judge": ("judge",),
+    "severity_raw": ("judge",),
+    "severity": ("judge",),
+    "bias_raw": ("judge", "family"),
+    "judge_bias": ("judge", "family"),
+    "style_coef": ("covariate", "judge"),
 }
 #: Sites that gain a last axis ``dimension`` with ability dimensions (``dims > 1``).
 PER_DIMENSION = ("theta_contrast",)
@@ -93,6 +101,11 @@ def _site_dims(name: str, ndim: int) -> list | None:
 
 def _coords(dataset: Dataset, samples: dict) -> dict:
     extra = {"domain": dataset.domains} if "theta_domain" in samples else {}
+    if any(name in samples for name in facets.SITES):  # the arena's judges, families, style
+        facet = facets.arena_facets(dataset, True)
+        extra["judge"] = facet.judges
+        extra["family"] = facet.families
+        extra["covariate"] = list(dataset.style)
     if "theta_dims" in samples:
         k = samples["theta_dims"].shape[-1]
         extra["dimension"] = np.arange(1, k + 1)
@@ -157,6 +170,10 @@ def to_inference_data(
     dims = {name: labels for name, labels in dims.items() if labels}
     observed, observed_dims, labels_of_cells = _observed(dataset, inputs)
     feature_vars, feature_dims, feature_coords = feature_data(inputs, features)
+    # each model's family (constant data), where the data name families
+    family_var = (
+        {"model_family": dataset.model_family} if (dataset.model_family != "").any() else {}
+    )
     idata = az.from_dict(
         posterior=samples,
         sample_stats=draws.stats or None,
@@ -167,13 +184,19 @@ def to_inference_data(
             "item_domain": dataset.item_domain,
             "item_group": dataset.groups[dataset.item_group],
             **feature_vars,
+            **family_var,
         },
-        coords={**_coords(dataset, samples), **feature_coords},
+        coords={
+            **_coords(dataset, samples),
+            **feature_coords,
+            **({"style_covariate": list(dataset.style)} if dataset.style else {}),
+        },
         dims={
             **dims,
             **observed_dims,
             **feature_dims,
             **dict.fromkeys(ITEM_LABELS, ["item"]),
+            **({"model_family": ["model"]} if family_var else {}),
         },  # fmt: skip
         posterior_attrs={
             **DualEvalModel(config).to_attrs(),
@@ -243,6 +266,9 @@ def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:
         if repeated:
             observed["static_n"] = dataset.static_n.astype(np.int32)
             dims["static_n"] = ["static_cell"]
+        if dataset.has_judges:
+            observed["static_judge"] = dataset.judges[dataset.static_judge]
+            dims["static_judge"] = ["static_cell"]
         labels["static_model"] = ("static_cell", label(dataset.models, dataset.static_model))
         labels["static_item"] = ("static_cell", label(dataset.items, dataset.static_item))
     if inputs.has_arena:
@@ -252,6 +278,12 @@ def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:
         if (dataset.arena_n > 1).any():  # rewards averaged per cell (repeated samples)
             observed["arena_n"] = dataset.arena_n.astype(np.int32)
             dims["arena_n"] = ["arena_cell"]
+        if dataset.has_judges:
+            observed["arena_judge"] = dataset.judges[dataset.arena_judge]
+            dims["arena_judge"] = ["arena_cell"]
+        if dataset.style:  # raw covariates; the fit standardises them over the cells
+            observed["arena_style"] = dataset.arena_style
+            dims["arena_style"] = ["arena_cell", "style_covariate"]
         labels["arena_model"] = ("arena_cell", label(dataset.models, dataset.arena_model))
         labels["arena_item"] = ("arena_cell", label(dataset.items, dataset.arena_item))
     return observed, dims, labels

@@ -21,6 +21,7 @@ import xarray as xr
 
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.model import facets
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.priors import uses_level
@@ -48,7 +49,7 @@ LOGLIK_CHUNK = 8_000_000
 #: Sites the pointwise log likelihood reads.
 LOGLIK_SITES = (
     "theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "gamma", "sigma",
-    "level_c",
+    "level_c", *facets.VALUES,
 )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
+import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.dataset import Dataset
@@ -113,6 +114,14 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
         size = obs[cells].size if cells in obs.data_vars else 0
         return frozen(np.ones(size), np.int32)
 
+    judges, static_judge, arena_judge = _stored_judges(obs)
+    style = (
+        tuple(np.asarray(obs["style_covariate"].values).astype(str))
+        if "arena_style" in obs
+        else ()
+    )
+    n_arena = obs["arena_z"].size if "arena_z" in obs.data_vars else 0
+    family = const["model_family"].values if "model_family" in const else np.full(len(models), "")
     return Dataset(
         models=frozen(models),
         items=frozen(items),
@@ -130,6 +139,37 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
         arena_reward=values("arena_reward", np.float64),
         arena_n=answers("arena_n", "arena_z"),
         arena_z=values("arena_z", np.float64),
+        judges=judges,
+        static_judge=static_judge,
+        arena_judge=arena_judge,
+        model_family=frozen(family, str),
+        style=style,
+        arena_style=frozen(
+            obs["arena_style"].values if style else np.zeros((n_arena, 0)), np.float64
+        ),
         reward_norm=data["reward_norm"],
         skipped=MappingProxyType(dict(data.get("skipped", {}))),
     )
+
+
+def _stored_judges(obs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The judges of a stored run, and each static and arena cell's judge.
+
+    One unnamed judge where the run stores none.
+    """
+    names = {
+        kind: np.asarray(obs[f"{kind}_judge"].values).astype(str)
+        for kind in ("static", "arena")
+        if f"{kind}_judge" in obs.data_vars
+    }
+    sizes = {
+        kind: (obs[var].size if var in obs.data_vars else 0)
+        for kind, var in (("static", "static_y"), ("arena", "arena_z"))
+    }
+    if not names:
+        judges = np.array([""])
+        return frozen(judges), *(frozen(np.zeros(sizes[k]), np.int32) for k in sizes)
+    judges = np.unique(np.concatenate(list(names.values())))
+    index = pd.Index(judges)
+    cells = [index.get_indexer(names[k]) if k in names else np.zeros(sizes[k], int) for k in sizes]
+    return frozen(judges), *(frozen(c, np.int32) for c in cells)

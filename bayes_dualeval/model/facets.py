@@ -1,0 +1,234 @@
+r"""The arena's facets: judges, their biases by model family, and style control.
+
+With one judge and no style covariates an arena cell's *score* is :math:`\gamma p_{iq}`:
+the success probability on the reward scale, whose differences make the pair logits
+(:func:`~bayes_dualeval.model.likelihood.pair_win_probability`) and whose prompt mean makes
+the level term. The facets generalise that score, per arena cell ``c`` of model ``i``,
+prompt ``q`` and judge ``k``:
+
+.. math:: s_c = \gamma_k\, p_{iq} + \beta_{k, f(i)} + x_c^\top \lambda_{\cdot, k},
+
+* ``gamma_judge`` :math:`\gamma_k = \gamma \exp(\tau_\gamma (r_k - \bar r))`: each judge's
+  discrimination, log-normal around the shared ``gamma`` (their geometric mean), so a
+  judge with few rows borrows strength from the others;
+* ``severity`` :math:`\delta_k = \tau_\delta (r'_k - \bar r')`: each judge's level shift,
+  read by the level term, :math:`\bar z_{qk} \sim N(c_s + \delta_k + \bar s_{qk}, se_{qk})`
+  (sum to zero over judges: the sources' intercepts hold the common level);
+* ``judge_bias`` :math:`\beta_{kf}`: how much more judge ``k`` favours models of family
+  ``f`` than the other judges do (self-preference), a shrinkage prior
+  :math:`\tau_\beta \cdot` standard normal, centred over judges within each family and over
+  families within each judge (only this interaction is identified: a family's common
+  advantage is ability, a judge's common shift is severity);
+* ``style_coef`` :math:`\lambda_{mk}`: what judge ``k`` pays per standard deviation of style
+  covariate ``m`` (``length``...), covariates standardised over the arena cells, as
+  LMArena's style control does for Bradley-Terry.
+
+Pairs are formed within a prompt and a judge (a *unit*), so a pair's logit is
+:math:`s_i - s_j`; abilities are then judge-adjusted and style-adjusted. Each part is
+present only when the data can identify it: judge parameters with two judges or more of
+the arena, biases when at least two judges and two families meet, style coefficients when
+covariates are given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.data.dataset import Dataset
+
+if TYPE_CHECKING:
+    from bayes_dualeval.model.inputs import ModelInputs
+
+#: Prior scales (half-normal) of the spread of the judges' log discriminations, of their
+#: severities (on the z-normalised reward scale), and of the judge x family biases (on the
+#: pair-logit scale); prior sd of a style coefficient per covariate sd.
+TAU_GAMMA, TAU_SEVERITY, TAU_BIAS, STYLE_SCALE = 0.5, 1.0, 0.5, 1.0
+#: The facet values the likelihood reads (deterministic or sampled), as posterior sites.
+VALUES = ("gamma_judge", "severity", "judge_bias", "style_coef")
+#: Every facet site (see the module), in the order the model samples them.
+SITES = (
+    "gamma_judge_raw", "tau_gamma_judge", "gamma_judge", "severity_raw", "tau_severity",
+    "severity", "bias_raw", "tau_bias", "judge_bias", "style_coef",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Facets:
+    """One draw of the facet parameters (None where the data have no such facet).
+
+    Attributes
+    ----------
+    gamma : jax.Array, shape (J,)
+        Each judge's discrimination (the shared ``gamma`` with one judge).
+    severity : jax.Array, shape (J,), or None
+    bias : jax.Array, shape (J, F), or None
+    style : jax.Array, shape (C, J), or None
+    """
+
+    gamma: jax.Array
+    severity: jax.Array | None = None
+    bias: jax.Array | None = None
+    style: jax.Array | None = None
+
+    @classmethod
+    def from_draws(cls, draws, gamma) -> Facets:
+        """The facets of one posterior draw (a mapping of site values)."""
+        judge = draws.get("gamma_judge")
+        return cls(
+            gamma=jnp.reshape(gamma, (1,)) if judge is None else judge,
+            severity=draws.get("severity"),
+            bias=draws.get("judge_bias"),
+            style=draws.get("style_coef"),
+        )
+
+
+@dataclass(frozen=True)
+class ArenaFacets:
+    """How the arena cells meet the facets (:mod:`bayes_dualeval.model.facets`).
+
+    Attributes
+    ----------
+    n_judges : int
+        Judges of the arena (1 when its cells name fewer than two).
+    judges : numpy.ndarray of str, shape (n_judges,)
+        Their names, sorted (one judge: its name, or ``""``).
+    judge : numpy.ndarray of int, shape (R,)
+        Each arena cell's judge (index into ``judges``; 0 with one judge).
+    n_families : int
+        Families with judge biases (0 unless two judges and two families meet).
+    families : numpy.ndarray of str, shape (n_families,)
+        Their names, sorted.
+    family : numpy.ndarray of int, shape (M,)
+        Each model's family index (``n_families`` without one; all 0 without biases).
+    style : numpy.ndarray of float, shape (R, C)
+        The style covariates, standardised over the arena cells.
+    style_mean, style_sd : numpy.ndarray, shape (C,)
+        The standardisation (kept by the run, in ``style.csv``).
+    """
+
+    n_judges: int
+    judges: np.ndarray
+    judge: np.ndarray
+    n_families: int
+    families: np.ndarray
+    family: np.ndarray
+    style: np.ndarray
+    style_mean: np.ndarray
+    style_sd: np.ndarray
+
+    @property
+    def present(self) -> bool:
+        """Whether the arena has facets (several judges, or style covariates)."""
+        return self.n_judges > 1 or self.style.shape[1] > 0
+
+
+def arena_facets(dataset: Dataset, use_arena: bool) -> ArenaFacets:
+    """The arena facets of ``dataset`` (none when ``use_arena`` is False).
+
+    Raises
+    ------
+    ConfigError
+        When a style covariate does not vary over the arena cells.
+    """
+    n_cells = len(dataset.arena_z) if use_arena else 0
+    used, judge = np.unique(
+        np.asarray(dataset.arena_judge[:n_cells], np.int64), return_inverse=True
+    )
+    judges = np.asarray(dataset.judges)[used].astype(str) if n_cells else np.array([""])
+    n_judges = len(judges) if len(judges) > 1 else 1
+    judge = judge.ravel() if n_judges > 1 else np.zeros(n_cells, np.int64)
+    names = np.asarray(dataset.model_family)
+    seen = np.unique(names[np.asarray(dataset.arena_model[:n_cells])])
+    families = seen[seen != ""]
+    n_families = len(families) if n_judges > 1 and len(families) > 1 else 0
+    families = families[:n_families].astype(str)
+    family = np.zeros(dataset.n_models, np.int64)
+    if n_families:
+        family = np.searchsorted(families, names)
+        family[~np.isin(names, families)] = n_families
+    width = len(dataset.style) if use_arena else 0
+    raw = np.asarray(dataset.arena_style, np.float64)[:n_cells, :width].reshape(n_cells, width)
+    mean, sd = raw.mean(axis=0) if n_cells else raw.sum(axis=0), raw.std(axis=0)
+    flat = [c for c, v in zip(dataset.style, sd, strict=False) if not v > 0]
+    if flat:
+        raise ConfigError(f"style covariate {flat[0]!r} does not vary over the arena cells")
+    style = (raw - mean) / np.where(sd > 0, sd, 1.0)
+    return ArenaFacets(n_judges, judges, judge, n_families, families, family, style, mean, sd)
+
+
+def has_facets(inputs: ModelInputs) -> bool:
+    """Whether arena scores need the facets (several judges, or style covariates)."""
+    return inputs.n_judges > 1 or inputs.arena_style.shape[1] > 0
+
+
+def has_bias(inputs: ModelInputs) -> bool:
+    """Whether judge x family biases are identified: two judges and two families at least."""
+    return inputs.n_judges > 1 and inputs.n_families > 1
+
+
+def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | None:
+    """Sample the facets the data identify (see the module); None without facets.
+
+    Parameters
+    ----------
+    inputs : ModelInputs
+    gamma : jax.Array
+        The shared discrimination (``gamma``), already sampled.
+    severity : bool
+        Whether the level term is in the model (the only reader of the severities).
+    """
+    if not has_facets(inputs):
+        return None
+    judges = inputs.n_judges
+    gamma_k = jnp.reshape(gamma, (1,))
+    sev = bias = style = None
+    if judges > 1:
+        raw = numpyro.sample("gamma_judge_raw", _standard((judges,)))
+        tau = numpyro.sample("tau_gamma_judge", dist.HalfNormal(TAU_GAMMA))
+        gamma_k = numpyro.deterministic("gamma_judge", gamma * jnp.exp(tau * (raw - raw.mean())))
+        if severity:
+            raw = numpyro.sample("severity_raw", _standard((judges,)))
+            tau = numpyro.sample("tau_severity", dist.HalfNormal(TAU_SEVERITY))
+            sev = numpyro.deterministic("severity", tau * (raw - raw.mean()))
+    if has_bias(inputs):
+        raw = numpyro.sample("bias_raw", _standard((judges, inputs.n_families)))
+        tau = numpyro.sample("tau_bias", dist.HalfNormal(TAU_BIAS))
+        centred = raw - raw.mean(axis=0, keepdims=True) - raw.mean(axis=1, keepdims=True)
+        bias = numpyro.deterministic("judge_bias", tau * (centred + raw.mean()))
+    n_style = inputs.arena_style.shape[1]
+    if n_style:
+        style = numpyro.sample("style_coef", _standard((n_style, judges), STYLE_SCALE))
+    return Facets(gamma=gamma_k, severity=sev, bias=bias, style=style)
+
+
+def _standard(shape, scale=1.0):
+    """Independent ``Normal(0, scale)`` of ``shape``, one site."""
+    return dist.Normal(0.0, scale).expand(list(shape)).to_event(len(shape))
+
+
+def cell_scores(p, facets: Facets, inputs: ModelInputs, judge=None, model=None, style=None):
+    """Each arena cell's score ``s_c`` (see the module), shape of ``p``.
+
+    ``judge``, ``model`` and ``style`` default to the inputs' arena cells
+    (``arena_judge``, ``arena_model``, ``arena_style``); ``p`` is their success
+    probabilities. Other cells (a checks' replicate, a new model's) give their own.
+    """
+    judge = inputs.arena_judge if judge is None else judge
+    model = inputs.arena_model if model is None else model
+    style = inputs.arena_style if style is None else style
+    score = facets.gamma[judge] * p
+    if facets.bias is not None:
+        # a model without a family (index n_families) has no bias: a zero column
+        padded = jnp.concatenate([facets.bias, jnp.zeros((facets.bias.shape[0], 1))], axis=1)
+        score = score + padded[judge, inputs.model_family[model]]
+    if facets.style is not None:
+        score = score + jnp.sum(style * facets.style[:, judge].T, axis=-1)
+    return score
