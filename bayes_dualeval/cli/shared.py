@@ -157,6 +157,8 @@ reward_norm_option = click.option(
     show_default=True,
     help="Z-normalise rewards per source folder, or with one global z-score (DualEval).",
 )
+
+
 class CommaList(click.ParamType):
     """A comma-separated list of names (``length,n_headers``), as a tuple."""
 
