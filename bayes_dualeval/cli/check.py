@@ -25,14 +25,24 @@ from bayes_dualeval.model.config import ModelConfig
 def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
     """Load and validate DATA (files or folders) and print a summary, without fitting.
 
+    Evaluation harnesses' files (inspect_ai logs, lm-evaluation-harness samples,
+    AlpacaEval annotations, Arena-Hard and MT-Bench judgments) are summarised per
+    harness: files, models, tasks, samples, judges, and what was skipped and why.
+
     \b
     Example:
         bayes-dualeval check data/ ../more/arena.jsonl --reward-norm global
     """
-    from bayes_dualeval.data.dataset import load
+    from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.data.distill import distill
+    from bayes_dualeval.data.readers import read_paths
+    from bayes_dualeval.data.tables import check_reward_norm
 
-    ds = load(data, reward_norm=reward_norm, skip_invalid=skip_invalid)
+    check_reward_norm(reward_norm)
+    static, arena, report = read_paths(data, skip_invalid=skip_invalid)
+    for name, tally in report.harnesses.items():
+        click.echo("\n".join(tally.lines(name)))
+    ds = Dataset.from_tables(static, arena, reward_norm=reward_norm, report=report)
     click.echo(ds.summary())
     if len(ds.arena_items):
         p = distill(ds, bb_ratio=bb_ratio, tie_ratio=tie_ratio)

@@ -1,0 +1,2 @@
+NAME = "alpaca_eval"
+SUFFIXES = ()

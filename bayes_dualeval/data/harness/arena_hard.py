@@ -1,0 +1,2 @@
+NAME = "arena_hard"
+SUFFIXES = ()

@@ -1,0 +1,2 @@
+NAME = "lm_eval"
+SUFFIXES = ()

@@ -1,0 +1,2 @@
+NAME = "mt_bench"
+SUFFIXES = ()
