@@ -16,10 +16,16 @@ and by both scorers. (mockllm estimates token counts with tiktoken, which downlo
 encoding on first use: offline, the script counts characters instead.) A fourth log
 (``inspect-failed/``) is an eval whose solver raises: its status is ``error``.
 
-**lm-evaluation-harness** is not run here (it needs PyTorch and ``datasets``, which this
-project does not install even on the side): its fixtures are written by
-``tests/test_harness_lm_eval.py``'s helpers from the documented ``--log_samples`` layout,
-and the AlpacaEval, Arena-Hard and MT-Bench fixtures from their published layouts.
+**lm-evaluation-harness** (``lm_eval/``): ``pip install lm-eval`` (0.4.13 needs no
+PyTorch for this) runs offline on two local tasks over a JSON file of four questions:
+``qa_gen`` (generated answers, ``exact_match``, ``repeats: 2`` and two filters,
+``take-first`` and ``majority``) and ``qa_mc`` (multiple choice, ``acc``). The model is
+lm-eval's ``dummy`` model with fixed answers (:class:`FixedLM`), under two names
+(``pretrained=org/model-x`` and ``org/model-y``): model-x answers all four right, model-y
+questions 0 and 1 (and, in ``qa_gen``, question 2 in its first repeat only).
+
+The AlpacaEval, Arena-Hard and MT-Bench fixtures are written by hand from their published
+layouts (``tests/fixtures/harness/alpaca_eval``, ``arena_hard``, ``mt_bench``).
 """
 
 from __future__ import annotations
@@ -59,6 +65,112 @@ def _offline_token_counts() -> None:
         return len(text) // 4 + 1
 
     MockLLM.count_text_tokens = count_text_tokens
+
+
+LM_QUESTIONS = [
+    {"id": i, "question": f"What is {i} + {i}?", "answer": str(2 * i),
+     "choices": [str(2 * i + 1), str(2 * i)], "label": 1}
+    for i in range(4)
+]
+#: Which question ids each lm-eval model gets right (model-y: question 2 in repeat 0 only).
+LM_RIGHT = {"org/model-x": {0, 1, 2, 3}, "org/model-y": {0, 1}}
+
+TASK_YAML = """task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+doc_to_text: "Q: {{{{question}}}}\\nA:"
+{body}"""
+GEN_BODY = """output_type: generate_until
+doc_to_target: "{{answer}}"
+generation_kwargs:
+  until: ["\\n"]
+  do_sample: false
+repeats: 2
+filter_list:
+  - name: take-first
+    filter:
+      - function: take_first
+  - name: majority
+    filter:
+      - function: majority_vote
+      - function: take_first
+metric_list:
+  - metric: exact_match
+"""
+MC_BODY = """output_type: multiple_choice
+doc_to_choice: "{{choices}}"
+doc_to_target: label
+metric_list:
+  - metric: acc
+"""
+
+
+def lm_eval_fixtures(out: Path) -> None:
+    """Run lm-eval's dummy model with fixed answers on two local tasks, log samples."""
+    import json
+    import os
+    import sys
+
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    from lm_eval.__main__ import cli_evaluate
+    from lm_eval.api.registry import register_model
+    from lm_eval.models.dummy import DummyLM
+
+    @register_model("fixed")
+    class FixedLM(DummyLM):
+        """lm-eval's dummy model answering from :data:`LM_RIGHT` instead of at random."""
+
+        def __init__(self, pretrained="org/model-x", **kwargs):
+            super().__init__()
+            self.right = LM_RIGHT[pretrained]
+            self.seen = {}
+
+        @classmethod
+        def create_from_arg_string(cls, arg_string, additional_config=None):
+            return cls(**dict(kv.split("=", 1) for kv in arg_string.split(",") if kv))
+
+        def _right(self, doc, repeat=0):
+            return doc["id"] in self.right or (doc["id"] == 2 and repeat == 0)
+
+        def loglikelihood(self, requests, disable_tqdm=False):
+            out = []
+            for r in requests:
+                good = r.idx == r.doc["label"]
+                out.append((-1.0 if good == self._right(r.doc, 1) else -2.0, False))
+            return out
+
+        def generate_until(self, requests, disable_tqdm=False):
+            out = []
+            for r in requests:
+                k = self.seen[r.doc["id"]] = self.seen.get(r.doc["id"], -1) + 1
+                out.append(r.doc["answer"] if self._right(r.doc, k) else "0")
+            return out
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        data = tmp / "qa.json"
+        data.write_text(json.dumps(LM_QUESTIONS))
+        tasks = tmp / "tasks"
+        tasks.mkdir()
+        for task, body in (("qa_gen", GEN_BODY), ("qa_mc", MC_BODY)):
+            text = TASK_YAML.format(task=task, data=data, body=body)
+            (tasks / f"{task}.yaml").write_text(text)
+        dest = out / "lm_eval"
+        shutil.rmtree(dest, ignore_errors=True)
+        for name in LM_RIGHT:
+            sys.argv = [
+                "lm_eval", "--model", "fixed", "--model_args", f"pretrained={name}",
+                "--include_path", str(tasks), "--tasks", "qa_gen,qa_mc",
+                "--output_path", str(tmp / "out"), "--log_samples",
+            ]
+            cli_evaluate()
+        for f in sorted((tmp / "out").rglob("*.json*")):
+            target = dest / f.relative_to(tmp / "out")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, target)
 
 
 def main() -> None:
@@ -110,6 +222,7 @@ def main() -> None:
             for n, log in enumerate(sorted((logs / sub).glob("*.eval"))):
                 # a stable name: inspect names logs by time and a random id
                 shutil.copy(log, dest / f"{target}-{n}.eval")
+    lm_eval_fixtures(out)
 
 
 if __name__ == "__main__":

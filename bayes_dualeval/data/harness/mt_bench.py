@@ -12,6 +12,11 @@ judgment held no grade). A file is recognised by a first line with ``question_id
 * reward: ``score``; a grade of -1 (unparseable) is skipped and counted;
 * domain: the question's ``category`` from ``question.jsonl`` two folders up
   (``data/mt_bench/question.jsonl``), when it is there.
+
+The other files of this layout, which Arena-Hard shares (``question.jsonl``,
+``model_answer/*.jsonl``, ``reference_answer/*.jsonl``: lines with ``question_id`` or
+``uid`` and ``turns``, ``prompt``, ``choices`` or ``messages``), are claimed too and give
+no records, so that a whole ``data/`` folder can be read.
 """
 
 from __future__ import annotations
@@ -24,12 +29,24 @@ from bayes_dualeval.data.harness import limits
 NAME = "mt_bench"
 SUFFIXES = (".jsonl",)
 _KEYS = ("question_id", "model", "judge", "turn", "score")
+_SIDECAR = ("turns", "prompt", "choices", "messages")
+
+
+def _sidecar(row) -> bool:
+    """A question or answer line of the FastChat / Arena-Hard layout (no grade)."""
+    return (
+        isinstance(row, dict)
+        and ("question_id" in row or "uid" in row)
+        and any(k in row for k in _SIDECAR)
+        and "score" not in row
+        and "games" not in row
+    )
 
 
 def claims(path: Path, head: bytes) -> bool:
-    """A JSONL file whose first line has the fields of a single-answer grade."""
+    """A JSONL file whose first line is a single-answer grade, or a question or answer."""
     row = limits.first_json_line(head)
-    return isinstance(row, dict) and all(k in row for k in _KEYS)
+    return isinstance(row, dict) and (all(k in row for k in _KEYS) or _sidecar(row))
 
 
 def _categories(path: Path) -> dict:
@@ -51,6 +68,8 @@ def prompt_id(question_id, turn) -> str:
 
 def rows(path: Path, skip):
     """Yield ``(line, row)`` per graded answer."""
+    if _sidecar(limits.first_json_line(limits.head(path))):
+        return
     categories = _categories(path)
     for n, line in limits.json_lines(path):
         if not isinstance(line, dict) or not all(k in line for k in _KEYS):
