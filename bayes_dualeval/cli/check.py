@@ -25,8 +25,8 @@ from bayes_dualeval.model.config import ModelConfig
 def check(data, reward_norm, skip_invalid, bb_ratio, tie_ratio):
     """Load and validate DATA (files or folders) and print a summary, without fitting.
 
-    Evaluation harnesses' files (inspect_ai logs, lm-evaluation-harness samples,
-    AlpacaEval annotations, Arena-Hard and MT-Bench judgments) are summarised per
+    Evaluation harnesses' files (inspect_ai logs, lm-evaluation-harness samples, HELM
+    runs, AlpacaEval annotations, Arena-Hard and MT-Bench judgments) are summarised per
     harness: files, models, tasks, samples, judges, and what was skipped and why.
 
     \b

@@ -21,11 +21,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_dualeval.data.harness import alpaca_eval, arena_hard, inspect_ai, lm_eval, mt_bench
+from bayes_dualeval.data.harness import (
+    alpaca_eval,
+    arena_hard,
+    helm,
+    inspect_ai,
+    lm_eval,
+    mt_bench,
+)
 from bayes_dualeval.data.harness.limits import head
 
 #: Every harness reader, asked in this order.
-HARNESSES = (inspect_ai, lm_eval, alpaca_eval, arena_hard, mt_bench)
+HARNESSES = (inspect_ai, lm_eval, helm, alpaca_eval, arena_hard, mt_bench)
 #: The suffixes some harness may claim (``.jsonl`` files no harness claims are ours).
 SUFFIXES = tuple(sorted({s for h in HARNESSES for s in h.SUFFIXES}))
 

@@ -222,8 +222,8 @@ def zip_bytes(zf: zipfile.ZipFile, name: str, where: str) -> bytes:
             data = fh.read(MAX_RECORD_BYTES + 1)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         raise InputError(f"{member}: corrupt member ({exc})") from None
-    except NotImplementedError as exc:
-        raise InputError(f"{member}: {exc}") from None
+    except (NotImplementedError, RuntimeError) as exc:  # a compression we lack, encryption
+        raise InputError(f"{member}: cannot be read ({exc})") from None
     if len(data) > MAX_RECORD_BYTES:
         raise _too_big(member)
     return data
