@@ -4,7 +4,7 @@ The evaluation harnesses are not dependencies of bayes-dualeval: run this script
 separate virtual environment that has them, offline::
 
     python -m venv /tmp/harness-venv
-    /tmp/harness-venv/bin/pip install inspect-ai
+    /tmp/harness-venv/bin/pip install inspect-ai lm-eval
     /tmp/harness-venv/bin/python scripts/harness_fixtures.py [--out tests/fixtures/harness]
 
 **inspect_ai** (``inspect/``): one task, ``arith``, of six questions with integer ids
@@ -24,8 +24,8 @@ lm-eval's ``dummy`` model with fixed answers (:class:`FixedLM`), under two names
 (``pretrained=org/model-x`` and ``org/model-y``): model-x answers all four right, model-y
 questions 0 and 1 (and, in ``qa_gen``, question 2 in its first repeat only).
 
-The AlpacaEval, Arena-Hard and MT-Bench fixtures are written by hand from their published
-layouts (``tests/fixtures/harness/alpaca_eval``, ``arena_hard``, ``mt_bench``).
+The AlpacaEval, Arena-Hard, MT-Bench and HELM fixtures follow their published layouts,
+written by ``scripts/harness_layouts.py`` (no tool needed).
 """
 
 from __future__ import annotations
