@@ -111,16 +111,18 @@ def test_check_says_what_it_read_per_harness():
 
 
 @needs_zstd
-def test_a_fitted_folder_of_logs_has_the_accuracy_the_logs_record(tmp_path):
+def test_logs_and_annotations_fit_jointly_with_the_accuracy_the_logs_record(tmp_path):
     out = tmp_path / "run"
+    data = [str(LOGS), str(FIXTURES / "alpaca_eval")]
     res = CliRunner().invoke(
-        cli, ["fit", str(LOGS), "--sampler", "map", "--out", str(out), "-q", "--no-report"]
+        cli, ["fit", *data, "--sampler", "map", "--out", str(out), "-q", "--no-report"]
     )
     assert res.exit_code == 0, res.output
     board = pd.read_csv(out / "leaderboard.csv").set_index("model")
-    assert board["static_accuracy"].to_dict() == pytest.approx(
-        {m: n / 6 for m, n in RIGHT.items()}
-    )
+    static = board["static_accuracy"].dropna().to_dict()
+    assert static == pytest.approx({m: n / 6 for m, n in RIGHT.items()})
+    assert board["n_static"].to_dict() == {**dict.fromkeys(RIGHT, 6), "model-p": 0, "model-q": 0}
+    assert board["n_arena"].to_dict() == {**dict.fromkeys(RIGHT, 0), "model-p": 3, "model-q": 3}
 
 
 def test_labels_from_grades_booleans_and_numbers(tmp_path):
