@@ -14,7 +14,9 @@ from a fixed key (:data:`ANSWERS`), through ``custom_outputs``, so the correct a
 are known: model-a gets 6 of 6 right, model-b 4 of 6 and model-c 2 of 6, in both epochs
 and by both scorers. (mockllm estimates token counts with tiktoken, which downloads its
 encoding on first use: offline, the script counts characters instead.) A fourth log
-(``inspect-failed/``) is an eval whose solver raises: its status is ``error``.
+(``inspect-failed/``) is an eval whose solver raises: its status is ``error``; a fifth
+(``inspect-json/``) is written with ``log_format="json"``: ``mockllm/model-j`` answers the
+first three questions with model-b's key (all right), one epoch, one scorer.
 
 **lm-evaluation-harness** (``lm_eval/``): ``pip install lm-eval`` (0.4.13 needs no
 PyTorch for this) runs offline on two local tasks over a JSON file of four questions:
@@ -207,6 +209,15 @@ def main() -> None:
                 name="arith", dataset=dataset, solver=generate(), scorer=[match(), includes()]
             )
             eval(task, model=model, epochs=2, log_dir=str(logs / "ok"), display="none")
+        task = Task(name="arith", dataset=dataset, solver=generate(), scorer=match())
+        eval(
+            task,
+            model=get_model("mockllm/model-j", custom_outputs=_outputs("model-b")),
+            limit=3,
+            log_format="json",
+            log_dir=str(logs / "json"),
+            display="none",
+        )
         task = Task(name="arith", dataset=dataset[:2], solver=fail(), scorer=match())
         eval(
             task,
@@ -215,13 +226,14 @@ def main() -> None:
             display="none",
             fail_on_error=True,
         )
-        for sub, target in (("ok", "inspect"), ("failed", "inspect-failed")):
+        for sub, target in (("ok", "inspect"), ("failed", "inspect-failed"), ("json", "inspect-json")):
             dest = out / target
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
-            for n, log in enumerate(sorted((logs / sub).glob("*.eval"))):
+            suffix = ".json" if sub == "json" else ".eval"
+            for n, log in enumerate(sorted((logs / sub).glob(f"*{suffix}"))):
                 # a stable name: inspect names logs by time and a random id
-                shutil.copy(log, dest / f"{target}-{n}.eval")
+                shutil.copy(log, dest / f"{target}-{n}{suffix}")
     lm_eval_fixtures(out)
 
 

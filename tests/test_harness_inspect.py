@@ -246,3 +246,27 @@ def test_report_counts_skips_in_the_dataset(tmp_path):
     }
     assert list(ds.models) == ["m1", "m2"]
     assert isinstance(report, ReadReport)
+
+
+def test_a_json_log_reads_like_an_eval_log():
+    (log,) = (FIXTURES / "inspect-json").glob("*.json")
+    rows, skipped = rows_of(log)
+    assert skipped == []
+    assert [
+        (r["model_label"], r["sample_index"], r["correct"], r["sample"], r["judge"]) for r in rows
+    ] == [("mockllm/model-j", i, 1, 1, "match") for i in (1, 2, 3)]
+    assert [p.name for p, _ in find_files([FIXTURES / "inspect-json"])] == [log.name]
+
+
+def test_a_json_log_over_the_cap_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(limits, "MAX_RECORD_BYTES", 1000)
+    log = tmp_path / "big.json"
+    log.write_text(
+        json.dumps(
+            {"version": 2, "status": "success", "eval": {}, "samples": [{"id": "x" * 2000}]}
+        )
+    )
+    with pytest.raises(
+        InputError, match=r"big\.json: JSON log larger than .* inspect log convert"
+    ):
+        read_paths([log])
