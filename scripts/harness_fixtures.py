@@ -70,8 +70,13 @@ def _offline_token_counts() -> None:
 
 
 LM_QUESTIONS = [
-    {"id": i, "question": f"What is {i} + {i}?", "answer": str(2 * i),
-     "choices": [str(2 * i + 1), str(2 * i)], "label": 1}
+    {
+        "id": i,
+        "question": f"What is {i} + {i}?",
+        "answer": str(2 * i),
+        "choices": [str(2 * i + 1), str(2 * i)],
+        "label": 1,
+    }
     for i in range(4)
 ]
 #: Which question ids each lm-eval model gets right (model-y: question 2 in repeat 0 only).
@@ -164,9 +169,18 @@ def lm_eval_fixtures(out: Path) -> None:
         shutil.rmtree(dest, ignore_errors=True)
         for name in LM_RIGHT:
             sys.argv = [
-                "lm_eval", "--model", "fixed", "--model_args", f"pretrained={name}",
-                "--include_path", str(tasks), "--tasks", "qa_gen,qa_mc",
-                "--output_path", str(tmp / "out"), "--log_samples",
+                "lm_eval",
+                "--model",
+                "fixed",
+                "--model_args",
+                f"pretrained={name}",
+                "--include_path",
+                str(tasks),
+                "--tasks",
+                "qa_gen,qa_mc",
+                "--output_path",
+                str(tmp / "out"),
+                "--log_samples",
             ]
             cli_evaluate()
         for f in sorted((tmp / "out").rglob("*.json*")):
@@ -226,7 +240,11 @@ def main() -> None:
             display="none",
             fail_on_error=True,
         )
-        for sub, target in (("ok", "inspect"), ("failed", "inspect-failed"), ("json", "inspect-json")):
+        for sub, target in (
+            ("ok", "inspect"),
+            ("failed", "inspect-failed"),
+            ("json", "inspect-json"),
+        ):
             dest = out / target
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)

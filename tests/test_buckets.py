@@ -38,7 +38,7 @@ def test_padded_inputs_have_the_same_density_and_gradient(spec):
     assert wide.pair_w.shape[0] > inputs.pair_w.shape[0]  # something was padded
     if inputs.has_static:
         assert wide.static_y.shape[0] > inputs.static_y.shape[0]
-        assert float(wide.static_mask.sum()) == inputs.static_y.shape[0]
+        assert float(wide.static_n.sum()) == inputs.static_y.shape[0]
 
     # a valid point, found inside one compiled program (eagerly it takes many seconds)
     z = jax.jit(

@@ -72,7 +72,7 @@ def test_shapes_order_and_indices(ds):
     assert len(ds.static_y) == 8 and len(ds.arena_reward) == 5
     assert ds.static_model.dtype == np.int32 and ds.static_item.dtype == np.int32
     assert ds.arena_model.dtype == np.int32 and ds.arena_item.dtype == np.int32
-    assert ds.static_y.dtype == np.int8
+    assert ds.static_y.dtype == np.int32 and ds.static_n.tolist() == [1] * 8
     assert ds.arena_reward.dtype == np.float64 and ds.arena_z.dtype == np.float64
     pairs = set(zip(ds.static_model.tolist(), ds.static_item.tolist(), strict=True))
     assert (2, 2) not in pairs and len(pairs) == 8  # m3 did not answer d_1
@@ -129,12 +129,12 @@ def test_only_keeps_one_kind_and_rejects_others(ds):
 
 def test_frames_and_counts(ds):
     sf = ds.static_frame()
-    assert list(sf.columns) == ["model", "item", "source", "domain", "correct"]
+    assert list(sf.columns) == ["model", "item", "source", "domain", "correct", "n"]
     assert len(sf) == 8
     row = sf[(sf.model == "m2") & (sf.item == "bench::d_0")]
     assert row["correct"].tolist() == [1] and row["domain"].tolist() == ["math"]
     af = ds.arena_frame()
-    assert list(af.columns) == ["model", "item", "source", "domain", "reward", "z"]
+    assert list(af.columns) == ["model", "item", "source", "domain", "reward", "z", "n"]
     assert af.set_index(["model", "item"]).loc[("m3", "arena::p1"), "reward"] == 7.0
     assert sf.groupby("model").size().tolist() == [3, 3, 2]
     assert af.groupby("model").size().tolist() == [1, 2, 2]

@@ -95,6 +95,22 @@ def test_a_folder_of_logs_reads_with_the_failed_log_counted():
 
 
 @needs_zstd
+def test_epochs_are_repeated_samples_of_one_cell():
+    from bayes_dualeval.data.dataset import load
+
+    with pytest.warns(Warning, match="skipped while loading"):
+        ds = load(LOGS)
+    assert len(ds.static_items) == 6 and len(ds.static_y) == 18  # 3 models x 6 questions
+    assert set(ds.static_n) == {2}  # two epochs per cell
+    correct = {ds.models[m]: 0 for m in range(3)}
+    for m, y in zip(ds.static_model, ds.static_y, strict=True):
+        correct[ds.models[m]] += int(y)
+    assert correct == {m: 2 * n for m, n in RIGHT.items()}
+    # the second scorer of each (model, item, epoch) is left out until judges are a facet
+    assert ds.skipped == {"duplicate (model, item, sample)": 36}
+
+
+@needs_zstd
 def test_check_says_what_it_read_per_harness():
     res = CliRunner().invoke(
         cli, ["check", str(FIXTURES / "inspect"), str(FIXTURES / "inspect-failed")]
@@ -121,7 +137,9 @@ def test_logs_and_annotations_fit_jointly_with_the_accuracy_the_logs_record(tmp_
     board = pd.read_csv(out / "leaderboard.csv").set_index("model")
     static = board["static_accuracy"].dropna().to_dict()
     assert static == pytest.approx({m: n / 6 for m, n in RIGHT.items()})
-    assert board["n_static"].to_dict() == {**dict.fromkeys(RIGHT, 6), "model-p": 0, "model-q": 0}
+    # two epochs: each question answered twice (repeated samples)
+    answers = {**dict.fromkeys(RIGHT, 12), "model-p": 0, "model-q": 0}
+    assert board["n_static"].to_dict() == answers
     assert board["n_arena"].to_dict() == {**dict.fromkeys(RIGHT, 0), "model-p": 3, "model-q": 3}
 
 

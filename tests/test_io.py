@@ -564,7 +564,9 @@ def test_no_usable_rows(tmp_data):
     p = tmp_data.jsonl("s/x.jsonl", [{"model_label": "m1", "dataset": "d"}])
     with pytest.raises(InputError) as info:
         quiet_load(p)
-    assert str(info.value) == ("no usable rows: nothing to fit (skipped: 1 missing sample_index)")
+    # a file none of whose rows can be read names itself and the missing field
+    assert str(info.value).startswith(f"{p}: none of its 1 rows can be read: they miss the field")
+    assert "'sample_index'" in str(info.value) and "dataset, model_label" in str(info.value)
     p = tmp_data.text("t/x.jsonl", "\n\n")
     with pytest.raises(InputError) as info:
         load(p)

@@ -37,7 +37,7 @@ def _with_repeats(inputs, rows):
         "static_model": inputs.static_model[rows],
         "static_item": inputs.static_item[rows],
         "static_y": 1.0 - inputs.static_y[rows],
-        "static_mask": inputs.static_mask[rows],
+        "static_n": inputs.static_n[rows],
     }
     return dataclasses.replace(
         inputs,
@@ -56,7 +56,7 @@ def test_the_matrix_counts_every_answer_and_no_padded_cell():
     column = {int(q): c for c, q in enumerate(np.asarray(inputs.static_items))}
     for m, q, y, w in zip(
         *(np.asarray(x) for x in (inputs.static_model, inputs.static_item, inputs.static_y,
-                                  inputs.static_mask)),
+                                  inputs.static_n)),
         strict=True,
     ):  # fmt: skip
         if w > 0:
@@ -64,7 +64,7 @@ def test_the_matrix_counts_every_answer_and_no_padded_cell():
             n[m, column[int(q)]] += 1
     np.testing.assert_array_equal(counts[0], k)
     np.testing.assert_array_equal(counts[1], n)
-    assert n.max() == 3 and n.sum() == float(np.sum(np.asarray(inputs.static_mask)))
+    assert n.max() == 3 and n.sum() == float(np.sum(np.asarray(inputs.static_n)))
 
 
 #: every branch of the matrix's likelihood: no slope (1PL), floors and ceilings with a

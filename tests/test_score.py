@@ -131,9 +131,10 @@ def _reference_loglik(bank, resp, pairs, grids, d):
     for k in range(resp.n_models):
         theta = grids[k] + centre  # (G,)
         mine = resp.static_model == k
-        q, y = resp.static_item[mine], resp.static_y[mine]
+        q, y, n = resp.static_item[mine], resp.static_y[mine], resp.static_n[mine]
         eta = a[q][:, None] * (theta[None] - b[q][:, None])
-        out[k] += (y[:, None] * log_expit(eta) + (1 - y[:, None]) * log_expit(-eta)).sum(0)
+        # k correct of n answers: the sum of the n answers' Bernoulli terms
+        out[k] += (y[:, None] * log_expit(eta) + (n - y)[:, None] * log_expit(-eta)).sum(0)
         sel = pairs.model == k
         q, j = pairs.item[sel], pairs.other[sel]
         w, t, bad = pairs.weight[sel], pairs.target[sel], pairs.both_bad[sel]
@@ -160,6 +161,50 @@ def test_grid_loglik_equals_the_terms_summed_one_by_one(setup):
     for i, d in enumerate(rows):
         want = _reference_loglik(bank, resp, pairs, grids, d)
         np.testing.assert_allclose(got[:, i], want, rtol=2e-5, atol=1e-3)
+
+
+def _repeated_answers(root, truth, tmp_path, samples):
+    """The new models' static answers drawn ``samples`` times from the truth (seeded)."""
+    from scipy.special import expit
+
+    frame = pd.read_json(root / "new_data" / "bench" / "static.jsonl", lines=True)
+    ids = "bench::" + frame["dataset"] + "_" + frame["sample_index"].astype(str)
+    a = ids.map(lambda q: truth["items"][q]["a"]).to_numpy()
+    b = ids.map(lambda q: truth["items"][q]["b"]).to_numpy()
+    theta = frame["model_label"].map(truth["theta"]).to_numpy()
+    p = expit(a * (theta - b))
+    rng = np.random.default_rng(17)
+    parts = [
+        frame.assign(correct=(rng.random(len(p)) < p).astype(int), sample=k)
+        for k in range(samples)
+    ]
+    folder = tmp_path / f"x{samples}"
+    (folder / "bench").mkdir(parents=True)
+    pd.concat(parts).to_json(folder / "bench" / "static.jsonl", orient="records", lines=True)
+    return folder
+
+
+def test_repeated_answers_count_in_the_grid_and_narrow_the_interval(setup, tmp_path):
+    """Three answers per question: the kernels sum every answer, and the intervals shrink."""
+    root, bank, _, truth, *_ = setup
+    three, one = (_repeated_answers(root, truth, tmp_path, n) for n in (3, 1))
+    resp = responses(three, bank)
+    assert set(resp.static_n.tolist()) == {3.0} and resp.static_y.max() == 3
+    grids = np.linspace(-3, 3, 9)[None, :] + np.zeros((resp.n_models, 1))
+    rows = np.array([0, bank.n_draws - 1])
+    pairs = arena_pairs(bank, resp)
+    got = loglik(bank, resp, pairs, grids, rows)
+    for i, d in enumerate(rows):
+        want = _reference_loglik(bank, resp, pairs, grids, d)
+        np.testing.assert_allclose(got[:, i], want, rtol=2e-5, atol=1e-3)
+    sd = {
+        n: score(bank, folder, ci=0.9).scores.query("new").set_index("model")["theta_sd"]
+        for n, folder in ((3, three), (1, one))
+    }
+    ratio = (sd[3] / sd[1].reindex(sd[3].index)).to_numpy()
+    # static-only scoring: about 1 / sqrt(3) = 0.58 in expectation; 0.8 leaves room for
+    # the bank's own uncertainty (shared by both) and for the grid
+    assert ratio.mean() < 0.8 and (ratio < 1).all(), ratio
 
 
 def test_flipped_answers_misfit_the_bank(setup, tmp_path):

@@ -127,7 +127,8 @@ class StaticCells:
 
     def __init__(self, dataset: Dataset, model: DualEvalModel, draws: dict):
         self.cell_model, self.cell_item = dataset.static_model, dataset.static_item
-        self.y = dataset.static_y.astype(np.float64)
+        self.y = dataset.static_share  # a cell's share of its answers that are correct
+        self.answers = dataset.static_n.astype(np.float64)
         bench = benchmark_of(dataset.items)
         key = pd.MultiIndex.from_arrays(
             [
@@ -145,20 +146,26 @@ class StaticCells:
                 "dataset": blocks.get_level_values(2),
             }
         )
-        self.n = np.bincount(self.cell_block, minlength=len(blocks)).astype(np.float64)
-        self.observed = np.bincount(self.cell_block, weights=self.y, minlength=len(blocks))
+        self.n = np.bincount(self.cell_block, weights=self.answers, minlength=len(blocks))
+        self.observed = np.bincount(
+            self.cell_block, weights=dataset.static_y.astype(np.float64), minlength=len(blocks)
+        )
         self.draws = {name: draws[name] for name in model.item_sites}
 
     def __len__(self) -> int:
         return len(self.y)
 
     def terms(self, k: int, rows: slice, grid: np.ndarray):
-        """Per cell of ``rows`` and grid point, in draw ``k``: log likelihood, mean, variance."""
+        """Per cell of ``rows`` and grid point, in draw ``k``: log likelihood, mean, variance.
+
+        Of the cell's correct answers: ``n`` Bernoulli answers, ``n p`` and ``n p (1 - p)``.
+        """
         item = {name: v[k][self.cell_item[rows], None] for name, v in self.draws.items()}
         eta = links.eta(grid[None, :], item["b"], item.get("a"))
         p = links.probability(eta, item.get("c"), item.get("d"))
         ll = links.bernoulli_loglik(self.y[rows, None], eta, item.get("c"), item.get("d"))
-        return ll, p, p * (1.0 - p)
+        n = self.answers[rows, None]
+        return n * ll, n * p, n * p * (1.0 - p)
 
     def tail(self, mu: np.ndarray, var: np.ndarray) -> np.ndarray:
         """Mid-p ``P(Y > O) + P(Y = O) / 2`` per block and grid point (continuity-corrected)."""

@@ -9,7 +9,9 @@ import pandas as pd
 CALIBRATION_BINS = 10
 
 
-def calibration_table(predicted, observed, bins: int = CALIBRATION_BINS) -> pd.DataFrame:
+def calibration_table(
+    predicted, observed, bins: int = CALIBRATION_BINS, weights=None
+) -> pd.DataFrame:
     """Equal-width bins of predicted probability with mean prediction and observed mean.
 
     Parameters
@@ -19,6 +21,9 @@ def calibration_table(predicted, observed, bins: int = CALIBRATION_BINS) -> pd.D
         Outcomes (0/1 labels or soft targets).
     bins : int
         Number of bins on [0, 1]; the last bin includes 1.
+    weights : array_like of float, optional
+        Observations each outcome stands for (a cell's answers, ``observed`` then the
+        share correct); None: one each.
 
     Returns
     -------
@@ -27,11 +32,13 @@ def calibration_table(predicted, observed, bins: int = CALIBRATION_BINS) -> pd.D
     """
     pred = np.asarray(predicted, dtype=np.float64)
     obs = np.asarray(observed, dtype=np.float64)
+    w = np.ones(len(pred)) if weights is None else np.asarray(weights, dtype=np.float64)
     which = np.clip((pred * bins).astype(np.int64), 0, bins - 1)
-    n = np.bincount(which, minlength=bins)
+    n = np.bincount(which, weights=w, minlength=bins)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_pred = np.bincount(which, weights=pred, minlength=bins) / n
-        mean_obs = np.bincount(which, weights=obs, minlength=bins) / n
+        mean_pred = np.bincount(which, weights=w * pred, minlength=bins) / n
+        mean_obs = np.bincount(which, weights=w * obs, minlength=bins) / n
+    n = n.astype(np.int64)
     edges = np.linspace(0.0, 1.0, bins + 1)
     return pd.DataFrame(
         {

@@ -63,13 +63,15 @@ def holdout_scores(
     -------
     summary : dict
         ``share``, ``seed``, ``draws`` and, per kind held out, ``static``: ``cells``,
-        ``log_score``, ``brier``, ``auc``; ``arena``: ``cells``, ``pairs``, ``log_score``,
+        ``answers``, ``log_score``, ``brier``, ``auc`` (per answer: a cell with repeated
+        answers counts each); ``arena``: ``cells``, ``pairs``, ``log_score``,
         ``auc``. The ``diagnostics.json`` entry ``holdout``.
     table : pandas.DataFrame
         One row per held-out cell (``holdout.csv``): ``model, item, kind, observed,
-        p_mean, partners``; for a static cell the label and its predicted probability of
-        success; for an arena cell the mean soft target against the prompt's fitted
-        models and the mean predicted probability of beating them, and their number.
+        p_mean, partners``; for a static cell its share of correct answers (the label
+        with one answer) and its predicted probability of success; for an arena cell
+        the mean soft target against the prompt's fitted models and the mean predicted
+        probability of beating them, and their number.
     """
     fit = resolve(idata, dataset, pairs, None, None)
     d = evenly_spaced(fit.n_draws, max_draws)
@@ -77,12 +79,19 @@ def holdout_scores(
     parts = []
     if held.n_static and fit.use_static:
         p = _static_probability(fit, d, held)
-        y = held.static_y.astype(np.float64)
+        k, n = held.static_y.astype(np.float64), held.static_n.astype(np.float64)
+        y = k / n  # per answer: each cell's answers weigh in (repeated samples)
+        # every answer as a label: k successes and n - k failures at the cell's p
+        answers = np.repeat(np.r_[p, p], np.r_[k, n - k].astype(np.int64))
+        correct = np.repeat(
+            np.r_[np.ones(len(p)), np.zeros(len(p))], np.r_[k, n - k].astype(np.int64)
+        )
         summary["static"] = {
             "cells": int(held.n_static),
-            "log_score": _mean_log_score(y, p),
-            "brier": float(np.mean((p - y) ** 2)),
-            "auc": auc(p, y > 0.5),
+            "answers": int(n.sum()),
+            "log_score": _mean_log_score(y, p, n),
+            "brier": float(np.average((p - y) ** 2, weights=n)),
+            "auc": auc(answers, correct > 0.5),
         }
         parts.append(_rows(fit, held.static_model, held.static_item, "static", y, p, 1))
     if held.n_arena and fit.arena is not None:
@@ -109,9 +118,11 @@ def auc(score: np.ndarray, positive: np.ndarray) -> float:
     return float((rank[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def _mean_log_score(target: np.ndarray, p: np.ndarray) -> float:
+def _mean_log_score(target: np.ndarray, p: np.ndarray, weights=None) -> float:
+    """Mean log score of outcomes ``target`` (shares, soft targets) at ``p``, weighted."""
     p = np.clip(p, 1e-12, 1 - 1e-12)
-    return float(np.mean(target * np.log(p) + (1 - target) * np.log1p(-p)))
+    terms = target * np.log(p) + (1 - target) * np.log1p(-p)
+    return float(np.average(terms, weights=weights))
 
 
 def _static_probability(fit: FittedRun, d: np.ndarray, held: HeldOut) -> np.ndarray:

@@ -113,7 +113,8 @@ def item_table(
     n_arena = np.bincount(ds.arena_item, minlength=ds.n_items)
     with np.errstate(invalid="ignore", divide="ignore"):
         accuracy = np.bincount(ds.static_item, weights=ds.static_y, minlength=ds.n_items)
-        accuracy = accuracy / n_static
+        answers = np.bincount(ds.static_item, weights=ds.static_n, minlength=ds.n_items)
+        accuracy = accuracy / answers
         mean_z = np.bincount(ds.arena_item, weights=ds.arena_z, minlength=ds.n_items) / n_arena
     observed = np.where(ds.item_kind == "static", accuracy, mean_z)
 
@@ -168,7 +169,7 @@ def key_correlation(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
     ``atanh(r) sqrt(n - 3)``). NaN for arena prompts and items without variation.
     """
     ds = fit.dataset
-    q, y = ds.static_item, ds.static_y.astype(np.float64)
+    q, y = ds.static_item, ds.static_share  # a cell's share of correct answers
     theta = fit.ability_mean(ds.static_model, ds.static_item)
     k = ds.n_items
 
@@ -255,8 +256,8 @@ def no_signal(fit: FittedRun) -> np.ndarray:
     q = ds.n_items
     lo = np.full(q, np.inf)
     hi = np.full(q, -np.inf)
-    np.minimum.at(lo, ds.static_item, ds.static_y.astype(np.float64))
-    np.maximum.at(hi, ds.static_item, ds.static_y.astype(np.float64))
+    np.minimum.at(lo, ds.static_item, ds.static_share)
+    np.maximum.at(hi, ds.static_item, ds.static_share)
     np.minimum.at(lo, ds.arena_item, ds.arena_z)
     np.maximum.at(hi, ds.arena_item, ds.arena_z)
     out = ~(hi - lo > 1e-12)

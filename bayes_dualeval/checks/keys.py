@@ -91,16 +91,18 @@ def key_evidence(fit: FittedRun) -> tuple[np.ndarray, np.ndarray]:
     evidence = np.full(k, np.nan)
     if fit.items["b"] is None or not len(ds.static_y):
         return evidence, np.full(k, np.nan)
-    item, y = ds.static_item, ds.static_y.astype(np.float64)
+    item, y = ds.static_item, ds.static_share  # a cell's share of correct answers
+    answers = ds.static_n.astype(np.float64)
     centre = fit.theta.mean(dtype=np.float64)  # domain deviations sum to zero over models
     theta = fit.ability_mean(ds.static_model, item) - centre
     n = np.bincount(item, minlength=k)
-    s = np.bincount(item, weights=y, minlength=k)
-    varied = (n > 1) & (s > 0) & (s < n)
+    total = np.bincount(item, weights=answers, minlength=k)
+    s = np.bincount(item, weights=ds.static_y, minlength=k)
+    varied = (n > 1) & (s > 0) & (s < total)
     static = np.flatnonzero(n > 0)
     prior = population(fit, static)
     bounds = asymptotes(fit, static)
-    (f0, logdet0), (f1, logdet1) = both_modes(theta, item, y, k, prior, bounds)
+    (f0, logdet0), (f1, logdet1) = both_modes(theta, item, y, k, prior, bounds, answers)
     bf = f1 - f0 - 0.5 * (logdet1 - logdet0)
     evidence[varied] = bf[varied]
     return evidence, bayes_q(evidence)
@@ -136,8 +138,10 @@ def asymptotes(fit: FittedRun, static: np.ndarray) -> tuple[float, float]:
     return mean("c", 0.0), mean("d", 1.0)
 
 
-def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> list[tuple]:
+def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0), n=None) -> list[tuple]:
     """:func:`item_mode` under the key as given (``y``) and reversed (``1 - y``).
+
+    ``y`` is each cell's share of correct answers and ``n`` its answers (None: one each).
 
     Items are independent, so above :data:`CHUNK_LABELS` labels each hypothesis is solved
     in chunks of whole items (contiguous item ranges of about equal numbers of labels, the
@@ -163,7 +167,8 @@ def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> list[tuple]:
 
     def solve(task):
         labels, (lo, width, rows) = task
-        return item_mode(theta[rows], item[rows] - lo, labels[rows], width, prior, bounds)
+        answers = None if n is None else n[rows]
+        return item_mode(theta[rows], item[rows] - lo, labels[rows], width, prior, bounds, answers)
 
     tasks = [(labels, piece) for labels in (y, 1.0 - y) for piece in pieces]
     with ThreadPoolExecutor(max_workers=max(1, min(budget.THREADS, len(tasks)))) as pool:
@@ -172,7 +177,9 @@ def both_modes(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> list[tuple]:
     return [tuple(np.concatenate(column) for column in zip(*half, strict=True)) for half in halves]
 
 
-def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
+def item_mode(
+    theta, item, y, k: int, prior, bounds=(0.0, 1.0), n=None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-item MAP of ``(log a, b)``: log joint at the mode and ``log det`` of ``J``.
 
     Damped Fisher scoring on all items at once
@@ -180,7 +187,8 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
     :data:`MAX_STEP`); ``J`` is the expected information of the labels plus the prior
     precision (positive definite, so every step ascends for a small enough step, and the
     Laplace determinant is defined). ``bounds = (c, d)``: the labels follow
-    ``c + (d - c) sigmoid(a (theta - b))``.
+    ``c + (d - c) sigmoid(a (theta - b))``. ``y`` is each cell's share of correct answers
+    and ``n`` its answers (None: one label each).
     """
     m_a, s_a, m_b, s_b = prior
     plain = bounds[0] == 0.0 and bounds[1] == 1.0  # the 2PL: the logistic's own expressions
@@ -195,10 +203,11 @@ def item_mode(theta, item, y, k: int, prior, bounds=(0.0, 1.0)) -> tuple[np.ndar
     normal = ((m_a, m_b), (s_a, s_b))
     (u, b), info = item_solve.fisher_scoring(
         predictor, y, item, k, normal, iterations=ITERATIONS, max_step=MAX_STEP, c=c, d=d,
-        tol=TOLERANCE,
+        tol=TOLERANCE, n=n,
     )  # fmt: skip
     log_p, log_q = links.log_probabilities(predictor((u, b))[0], c, d)
-    loglik = np.bincount(item, weights=y * log_p + (1.0 - y) * log_q, minlength=k)
+    terms = y * log_p + (1.0 - y) * log_q
+    loglik = np.bincount(item, weights=terms if n is None else n * terms, minlength=k)
     log_prior = -0.5 * (((u - m_a) / s_a) ** 2 + ((b - m_b) / s_b) ** 2)
     return loglik + log_prior, np.log(item_solve.block_det(info))
 

@@ -144,7 +144,7 @@ def posterior_predictive(
     items = _static_items(ds, static, ci)
     cal_static = calibration_table([], [])
     if static is not None:
-        cal_static = calibration_table(static.mean_p, ds.static_y)
+        cal_static = calibration_table(static.mean_p, ds.static_share, weights=ds.static_n)
     cal_arena = calibration_table([], [])
     if arena is not None and arena.pair_mean is not None:
         cal_arena = calibration_table(arena.pair_mean, checks.fit.decisive.t)
@@ -201,7 +201,7 @@ def _static_models(ds: Dataset, static, ci: float) -> dict:
     """Per model: observed accuracy against its replicated accuracies."""
     if static is None:
         return _model_columns("static", ds.n_models)
-    n_static = np.bincount(ds.static_model, minlength=ds.n_models).astype(np.float64)
+    n_static = np.bincount(ds.static_model, weights=ds.static_n, minlength=ds.n_models)
     with np.errstate(invalid="ignore", divide="ignore"):
         acc_obs = np.bincount(ds.static_model, weights=ds.static_y, minlength=ds.n_models)
         acc_obs = acc_obs / n_static
@@ -247,10 +247,10 @@ def _static_items(ds: Dataset, static, ci: float) -> pd.DataFrame:
     if static is None:
         return pd.DataFrame(columns=ITEM_COLUMNS)
     sidx = ds.static_items
-    n_q = np.bincount(ds.static_item, minlength=ds.n_items)[sidx].astype(np.float64)
+    n_q = np.bincount(ds.static_item, weights=ds.static_n, minlength=ds.n_items)[sidx]
     correct = np.bincount(ds.static_item, weights=ds.static_y, minlength=ds.n_items)[sidx]
     clo, chi = _hist_interval(static.item_hist, ci)
-    counts = np.arange(ds.n_models + 1)
+    counts = np.arange(static.item_hist.shape[1])
     with np.errstate(invalid="ignore", divide="ignore"):
         rep_mean = (static.item_hist @ counts) / static.item_hist.sum(axis=1) / n_q
         return pd.DataFrame(
@@ -263,7 +263,7 @@ def _static_items(ds: Dataset, static, ci: float) -> pd.DataFrame:
                 "rep_lo": clo / n_q,
                 "rep_hi": chi / n_q,
                 "outside": (correct < clo) | (correct > chi),
-                "n_models": n_q.astype(int),
+                "n_models": np.bincount(ds.static_item, minlength=ds.n_items)[sidx],
                 "ci": ci,
             }
         )

@@ -26,6 +26,7 @@ import numpy as np
 from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.budget import chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells, segments
+from bayes_dualeval.checks.counts import count_pass
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.model import links
@@ -40,7 +41,7 @@ class StaticPass:
     n_draws: int
     n_rep: int = 0
     item_ppp: np.ndarray | None = None  # (Q,), NaN for non-static items
-    item_hist: np.ndarray | None = None  # (Q_static, M + 1): replicated correct counts
+    item_hist: np.ndarray | None = None  # (Q_static, most answers + 1): replicated correct
     model_correct: np.ndarray | None = None  # (n_rep, M): replicated correct answers
 
 
@@ -79,8 +80,13 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
     twice the sum of ``z`` over the cells where the replicate differs from the data),
     histograms of replicated correct counts per static item and replicated correct counts
     per model.
+
+    Cells that hold repeated answers (``static_n`` above 1 anywhere) are checked as
+    binomial counts by :func:`~bayes_dualeval.checks.counts.count_pass`.
     """
     ds = fit.dataset
+    if (ds.static_n > 1).any():
+        return StaticPass(**count_pass(fit, draws, rng))
     n_models = ds.n_models
     order, starts, seg_items = segments(ds.static_item)
     item, model = ds.static_item[order], ds.static_model[order]

@@ -109,6 +109,14 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     show_default=True,
     help="With --item-features: the share of the difficulty's variance the features carry.",
 )
+@click.option(
+    "--samples",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Answers per static (model, question) cell: repeated samples, rows with a "
+    "'sample' field.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -130,6 +138,7 @@ def simulate(
     dim_loading,
     item_features,
     feature_share,
+    samples,
     seed,
     force,
 ):
@@ -146,6 +155,7 @@ def simulate(
         bayes-dualeval simulate sim-mc/ --guess 0.25
         bayes-dualeval simulate sim-2d/ --domains 2 --dims 2 --dim-loading 0.9
         bayes-dualeval simulate sim-feat/ --item-features 64 --feature-share 0.6
+        bayes-dualeval simulate sim-rep/ --samples 3
     """
     from bayes_dualeval.model import simulate as sim
 
@@ -167,6 +177,7 @@ def simulate(
         dim_loading=dim_loading,
         item_features=item_features,
         feature_share=feature_share,
+        samples=samples,
         seed=seed,
     )
     for path in sim.write(out, static, arena, truth, force=force):

@@ -26,6 +26,7 @@ from bayes_dualeval.data.tables import (
     dataset_fields,
     frames_to_tables,
     frozen,
+    skip_hint,
 )
 
 __all__ = ["KINDS", "REWARD_NORMS", "Dataset", "load"]
@@ -52,12 +53,19 @@ class Dataset:
         Group names ``<kind>:<source>``.
     static_model, static_item : numpy.ndarray of int32, shape (n_static,)
         Model and item index of each static label.
-    static_y : numpy.ndarray of int8, shape (n_static,)
-        The labels (1 = correct).
+    static_y : numpy.ndarray of int32, shape (n_static,)
+        Correct answers of each static cell: the label (1 = correct) where a model
+        answered an item once.
+    static_n : numpy.ndarray of int32, shape (n_static,)
+        Answers of each static cell (repeated samples of one model on one item; 1 for a
+        single answer). The cell's labels enter the model as ``static_y`` successes in
+        ``static_n`` Bernoulli trials.
     arena_model, arena_item : numpy.ndarray of int32, shape (n_arena,)
         Model and item index of each arena reward.
     arena_reward : numpy.ndarray of float64, shape (n_arena,)
-        Raw rewards.
+        Raw rewards (the mean of a cell's repeated answers).
+    arena_n : numpy.ndarray of int32, shape (n_arena,)
+        Rewards averaged into each arena cell (1 for a single answer).
     arena_z : numpy.ndarray of float64, shape (n_arena,)
         Rewards z-normalised per source (``reward_norm="source"``) or over all arena rows
         (``reward_norm="global"``).
@@ -79,9 +87,11 @@ class Dataset:
     static_model: np.ndarray
     static_item: np.ndarray
     static_y: np.ndarray
+    static_n: np.ndarray
     arena_model: np.ndarray
     arena_item: np.ndarray
     arena_reward: np.ndarray
+    arena_n: np.ndarray
     arena_z: np.ndarray
     reward_norm: str = "source"
     skipped: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
@@ -126,6 +136,8 @@ class Dataset:
         ds = cls(**{**fields, "skipped": MappingProxyType(fields["skipped"])})
         if ds.skipped:
             detail = ", ".join(f"{n} {name}" for name, n in ds.skipped.items())
+            hint = skip_hint(ds.skipped)
+            detail += f" ({hint})" if hint else ""
             warnings.warn(f"skipped while loading: {detail}", DataWarning, stacklevel=3)
         return ds
 
@@ -280,14 +292,27 @@ class Dataset:
 
     # ------------------------------------------------------------------ views
     def static_frame(self) -> pd.DataFrame:
-        """Static labels as a long DataFrame (``model, item, source, domain, correct``)."""
-        return self._cells(self.static_model, self.static_item, correct=self.static_y)
+        """Static cells as a long DataFrame (``model, item, source, domain, correct, n``)."""
+        return self._cells(
+            self.static_model, self.static_item, correct=self.static_y, n=self.static_n
+        )
 
     def arena_frame(self) -> pd.DataFrame:
-        """Arena rewards as a long DataFrame (``model, item, source, domain, reward, z``)."""
+        """Arena cells as a long DataFrame (``model, item, source, domain, reward, z, n``)."""
         return self._cells(
-            self.arena_model, self.arena_item, reward=self.arena_reward, z=self.arena_z
-        )
+            self.arena_model, self.arena_item, reward=self.arena_reward, z=self.arena_z,
+            n=self.arena_n,
+        )  # fmt: skip
+
+    @property
+    def static_share(self) -> np.ndarray:
+        """The share of each static cell's answers that are correct (float64)."""
+        return self.static_y / np.maximum(self.static_n, 1)
+
+    @property
+    def static_answers(self) -> int:
+        """Static answers (labels) in all, repeated samples counted."""
+        return int(self.static_n.sum())
 
     def _cells(self, model: np.ndarray, item: np.ndarray, **values) -> pd.DataFrame:
         return pd.DataFrame(
@@ -322,8 +347,10 @@ class Dataset:
             "items": self.n_items,
             "static_items": len(self.static_items),
             "arena_items": len(self.arena_items),
-            "static_labels": len(self.static_y),
-            "arena_rewards": len(self.arena_z),
+            "static_labels": self.static_answers,
+            "static_cells": len(self.static_y),
+            "arena_rewards": int(self.arena_n.sum()),
+            "arena_cells": len(self.arena_z),
             "domains": sorted(set(self.item_domain) - {""}),
             "reward_norm": self.reward_norm,
             "groups": per_source,
@@ -340,6 +367,13 @@ class Dataset:
             f"{d['static_labels']} static labels, {d['arena_rewards']} arena rewards"
             + (f" (z-normalised per {self.reward_norm})" if d["arena_rewards"] else ""),
         ]
+        repeated = [
+            f"{d[f'{kind}_cells']} {kind} cells hold {d[f'{label}']} answers"
+            for kind, label in (("static", "static_labels"), ("arena", "arena_rewards"))
+            if d[label] > d[f"{kind}_cells"]
+        ]
+        if repeated:
+            lines.append("repeated samples: " + "; ".join(repeated))
         for g in d["groups"].values():
             lines.append(
                 f"  {g['kind']:<6} source {g['source']!r}: {g['items']} items, "
@@ -349,6 +383,8 @@ class Dataset:
             lines.append("domains: " + ", ".join(d["domains"]))
         if d["skipped"]:
             lines.append("skipped: " + ", ".join(f"{n} {why}" for why, n in d["skipped"].items()))
+            if skip_hint(d["skipped"]):
+                lines.append(f"  ({skip_hint(d['skipped'])})")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -39,7 +39,9 @@ class HeldOut:
     seed : int
         Seed of the split.
     static_model, static_item : numpy.ndarray of int32
-    static_y : numpy.ndarray of int8
+    static_y, static_n : numpy.ndarray of int32
+        Correct answers and answers of each held-out static cell (a cell is held out
+        with all its repeated answers).
     arena_model, arena_item : numpy.ndarray of int32
     arena_z : numpy.ndarray of float64
         Normalised rewards, on the scale the fitted rows have.
@@ -50,13 +52,14 @@ class HeldOut:
     static_model: np.ndarray
     static_item: np.ndarray
     static_y: np.ndarray
+    static_n: np.ndarray
     arena_model: np.ndarray
     arena_item: np.ndarray
     arena_z: np.ndarray
 
     @property
     def n_static(self) -> int:
-        """Held-out static labels."""
+        """Held-out static cells."""
         return len(self.static_y)
 
     @property
@@ -68,7 +71,8 @@ class HeldOut:
 def hold_out(dataset: Dataset, share: float, seed: int = 0) -> tuple[Dataset, HeldOut]:
     """Split ``dataset`` into the cells to fit and a random share ``share`` to hold out.
 
-    Each static label and each arena reward is held out with probability ``share``
+    Each static cell (with its repeated answers) and each arena reward is held out with
+    probability ``share``
     (independently, seeded by ``seed``); held-out cells are then put back, in a random
     order, wherever an item would keep fewer than :data:`MIN_KEPT` cells of a kind.
 
@@ -105,9 +109,11 @@ def hold_out(dataset: Dataset, share: float, seed: int = 0) -> tuple[Dataset, He
         static_model=dataset.static_model[keep_s],
         static_item=dataset.static_item[keep_s],
         static_y=dataset.static_y[keep_s],
+        static_n=dataset.static_n[keep_s],
         arena_model=dataset.arena_model[keep_r],
         arena_item=dataset.arena_item[keep_r],
         arena_reward=dataset.arena_reward[keep_r],
+        arena_n=dataset.arena_n[keep_r],
         arena_z=dataset.arena_z[keep_r],
     )
     held = HeldOut(
@@ -116,6 +122,7 @@ def hold_out(dataset: Dataset, share: float, seed: int = 0) -> tuple[Dataset, He
         static_model=dataset.static_model[~keep_s],
         static_item=dataset.static_item[~keep_s],
         static_y=dataset.static_y[~keep_s],
+        static_n=dataset.static_n[~keep_s],
         arena_model=dataset.arena_model[~keep_r],
         arena_item=dataset.arena_item[~keep_r],
         arena_z=dataset.arena_z[~keep_r],

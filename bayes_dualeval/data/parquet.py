@@ -1,8 +1,9 @@
 """Parquet input: the long formats' columns, or a wide 0/1 matrix, a column at a time.
 
 A ``.parquet`` file holds what a JSONL or CSV file holds, under the same column names:
-static labels (``model_label, dataset, sample_index, correct``), arena rewards
-(``model_label, item_id, reward``), either with an optional ``domain`` or ``category``, or a
+static labels (``model_label, dataset, sample_index, correct``, or ``n_correct,
+n_samples`` for an aggregated cell), arena rewards (``model_label, item_id, reward``), either
+with an optional ``domain`` or ``category`` and ``sample`` (``epoch``, ``repeat``, ``seed``), or a
 wide matrix (``model_label`` or ``model`` first, then one column per question, as
 :mod:`bayes_dualeval.data.wide`). The long readers' rules
 (:func:`bayes_dualeval.data.readers.parse_rows`) apply unchanged, but to whole columns:
@@ -79,9 +80,12 @@ def read_parquet(path: Path, *, source: str, folder_domain: str, skip_invalid: b
         return ("static" if len(table) else None), table
     from bayes_dualeval.data import readers
 
-    wanted = set(readers.STATIC_FIELDS + readers.ARENA_FIELDS + readers.DOMAIN_FIELDS)
+    wanted = set(
+        readers.STATIC_FIELDS + readers.COUNT_FIELDS + readers.ARENA_FIELDS
+        + readers.DOMAIN_FIELDS + readers.SAMPLE_FIELDS
+    )  # fmt: skip
     columns = [n for n in names if n.strip() in wanted]
-    text = {"model_label", "dataset", "item_id", *readers.DOMAIN_FIELDS}
+    text = {"model_label", "dataset", "item_id", *readers.DOMAIN_FIELDS, *readers.SAMPLE_FIELDS}
     # text columns as Arrow dictionaries: each distinct label stored (and checked) once
     table = pq.read_table(
         path, columns=columns, read_dictionary=[n for n in columns if n.strip() in text]
@@ -102,6 +106,9 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
         "item_id": lambda v: values.text_field(v, "item_id"),
         "sample_index": values.index_field,
         "correct": values.correct_field,
+        "n_correct": lambda v: values.count_field(v, "n_correct"),
+        "n_samples": lambda v: values.count_field(v, "n_samples"),
+        **dict.fromkeys(readers.SAMPLE_FIELDS, values.sample_field),
     }
     checked = {n: check_column(by_name.pop(n), rules[n]) for n in list(by_name) if n in rules}
     if "reward" in by_name:
@@ -115,7 +122,7 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
             out |= present.get(f, none)
         return out
 
-    static = any_of(("dataset", "sample_index", "correct"))
+    static = any_of(("dataset", "sample_index", "correct", *readers.COUNT_FIELDS))
     arena = any_of(("item_id", "reward"))
     if "model_label" in checked:
         labels = checked["model_label"]
@@ -143,15 +150,27 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
             )
     required = readers.STATIC_FIELDS if kind == "static" else readers.ARENA_FIELDS
     complete = (static & ~arena) if kind == "static" else (arena & ~static)
-    for name in required:
-        gone = complete & ~present.get(name, none)
+    # a static row gives ``correct``, or its cell's counts (readers._absent, per row)
+    counted = ~present.get("correct", none) & any_of(readers.COUNT_FIELDS)
+    if kind != "static":
+        counted = none
+    every = ~none
+    wants = {name: ~counted if name == "correct" else every for name in required}
+    wants |= {name: counted for name in readers.COUNT_FIELDS}
+    first_gone = "correct or reward" if (~has_kind).any() else None
+    for name, rows in wants.items():
+        gone = complete & rows & ~present.get(name, none)
         _count(report.missing, name, gone)
+        first_gone = first_gone or (name if gone.any() else None)
         complete &= ~gone
     failed = np.zeros(n_rows, bool)
-    for name in required if kind else ():
+    if kind == "static":
+        problems += _count_problems(checked, complete, counted, present, none, skip_invalid,
+                                    report, failed)  # fmt: skip
+    for name in wants if kind else ():
         if name not in checked:  # no such column: every row already counted as missing it
             continue
-        bad = complete & ~failed & checked[name].invalid
+        bad = complete & wants[name] & ~failed & checked[name].invalid
         if bad.any():
             if skip_invalid:
                 _count(report.invalid, name, bad)
@@ -162,11 +181,51 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report):
     if problems:
         row, text = min(problems, key=lambda p: p[0])
         raise InputError(f"{path}:row {row + 1}: {text}")
-    if kind is None:
+    if kind is None or not (complete & ~failed).any():
+        if n_rows:  # rows, none of which can be read (a misnamed column, say)
+            missing = (
+                None if first_gone is None else (first_gone, sorted(names_of(by_name, checked)))
+            )
+            readers.unreadable(f"{path}", n_rows, missing, int(failed.sum()))
         return None, pd.DataFrame()
     keep = np.flatnonzero(complete & ~failed)
     report.rows += len(keep)
-    return kind, _table(path, kind, keep, checked, by_name, source, folder_domain)
+    return kind, _table(path, kind, keep, checked, by_name, source, folder_domain, counted)
+
+
+def _count_problems(checked, complete, counted, present, none, skip_invalid, report, failed):
+    """Aggregated cells whose counts disagree (``values.counts_fields``), or rows with both forms.
+
+    Marks them in ``failed`` (counted as invalid under ``skip_invalid``) and returns the
+    ``(row, message)`` problems to raise otherwise.
+    """
+    problems = []
+    both = (
+        complete
+        & present.get("correct", none)
+        & (present.get("n_correct", none) | present.get("n_samples", none))
+    )
+    rows = {"correct and n_correct/n_samples: give one or the other": both}
+    if "n_correct" in checked and "n_samples" in checked:
+        k = checked["n_correct"].at(slice(None), 0, np.int64)
+        n = checked["n_samples"].at(slice(None), 1, np.int64)
+        usable = complete & counted & ~checked["n_correct"].invalid & ~checked["n_samples"].invalid
+        rows["n_samples must be at least 1"] = usable & (n < 1)
+        rows["n_correct must be at most n_samples"] = usable & (n >= 1) & (k > n)
+    for text, bad in rows.items():
+        bad = bad & ~failed
+        if bad.any():
+            if skip_invalid:
+                _count(report.invalid, text.split(" ", 1)[0], bad)
+            else:
+                problems.append((int(np.flatnonzero(bad)[0]), text))
+        failed |= bad
+    return problems
+
+
+def names_of(by_name, checked) -> set:
+    """The file's columns that were read (checked or kept for later)."""
+    return set(by_name) | set(checked)
 
 
 def _count(counter, name: str, rows: np.ndarray) -> None:
@@ -202,15 +261,25 @@ def _rewards(column) -> Checked:
     return Checked(codes, value, message)
 
 
-def _table(path, kind, keep, checked, by_name, source, folder_domain) -> pd.DataFrame:
-    """The canonical table of the rows ``keep``, labels as categoricals."""
+def _table(path, kind, keep, checked, by_name, source, folder_domain, counted) -> pd.DataFrame:
+    """The canonical table of the rows ``keep``, labels as categoricals.
+
+    With ``n`` and ``sample`` columns where some row is an aggregated cell (``counted``)
+    or names a repeated answer, as the long readers' tables have them.
+    """
     model = _labels(checked["model_label"], keep)
     if kind == "static":
         dataset = _labels(checked["dataset"], keep)
         index = checked["sample_index"].at(keep, 0, np.int64)
         item = _static_items(source, dataset, index)
         value_col = "correct"
-        value = checked["correct"].at(keep, 0, np.int8)
+        value = checked["correct"].at(keep, 0, np.int8) if "correct" in checked else None
+        if counted[keep].any():
+            value = np.where(
+                counted[keep],
+                checked["n_correct"].at(keep, 0, np.int64),
+                0 if value is None else value,
+            ).astype(np.int32)
     else:
         names = _labels(checked["item_id"], keep)
         item = pd.Categorical.from_codes(
@@ -224,17 +293,36 @@ def _table(path, kind, keep, checked, by_name, source, folder_domain) -> pd.Data
     def constant(text):
         return pd.Categorical.from_codes(np.zeros(len(keep), np.int8), [text])
 
-    return pd.DataFrame(
-        {
-            "model": model,
-            "item": item,
-            "source": constant(source),
-            "domain": domain,
-            "line": (keep + 1).astype(np.int64),
-            value_col: value,
-            "file": constant(str(path)),
-        }
-    )
+    out = {
+        "model": model,
+        "item": item,
+        "source": constant(source),
+        "domain": domain,
+        "line": (keep + 1).astype(np.int64),
+        value_col: value,
+        "file": constant(str(path)),
+    }
+    if kind == "static" and counted[keep].any():
+        out["n"] = np.where(counted[keep], checked["n_samples"].at(keep, 1, np.int64), 1)
+    sample = _samples(checked, keep)
+    if sample is not None:
+        out["sample"] = sample
+    return pd.DataFrame(out)
+
+
+def _samples(checked: dict, keep: np.ndarray):
+    """Per row of ``keep``, the first sample field present (text), or None where no row has one."""
+    from bayes_dualeval.data import readers
+
+    fields = [checked[f] for f in readers.SAMPLE_FIELDS if f in checked]
+    if not fields:
+        return None
+    out = np.full(len(keep), None, dtype=object)
+    for field in fields:
+        codes = field.codes[keep]
+        fill = (out == None) & (codes >= 0)  # noqa: E711 (elementwise)
+        out[fill] = np.asarray(field.array("", object), dtype=object)[codes[fill]]
+    return None if (out == None).all() else out  # noqa: E711
 
 
 def _labels(checked: Checked, keep: np.ndarray) -> pd.Categorical:

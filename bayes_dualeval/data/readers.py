@@ -2,10 +2,16 @@
 
 Two row kinds exist:
 
-* static labels, one row per (model, question):
-  ``{"model_label": "gpt-4o", "dataset": "gsm8k", "sample_index": 0, "correct": 1}``
+* static labels, one row per answer of a model to a question:
+  ``{"model_label": "gpt-4o", "dataset": "gsm8k", "sample_index": 0, "correct": 1}``, or
+  one row per (model, question) with its answers counted:
+  ``{..., "n_correct": 2, "n_samples": 3}``;
 * arena rewards, one row per (model, prompt):
-  ``{"model_label": "gpt-4o", "item_id": "arena_math_0042", "reward": 3.71}``
+  ``{"model_label": "gpt-4o", "item_id": "arena_math_0042", "reward": 3.71}``.
+
+A ``sample`` field (read also as ``epoch``, ``repeat`` or ``seed``: :data:`SAMPLE_FIELDS`)
+names a repeated answer: rows of one model and item that differ in it are all kept
+(:mod:`bayes_dualeval.data.tables` counts them per cell).
 
 Each file holds one kind, recognised from its fields. Item ids are made unique per source:
 the source tag is the file's parent folder name, a static item becomes
@@ -29,14 +35,27 @@ import pandas as pd
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data import harness, wide
-from bayes_dualeval.data.values import correct_field, index_field, reward_field, text_field
+from bayes_dualeval.data.values import (
+    correct_field,
+    counts_fields,
+    index_field,
+    reward_field,
+    sample_field,
+    text_field,
+)
 
 STATIC_FIELDS = ("model_label", "dataset", "sample_index", "correct")
+#: The aggregated form of a static cell: correct answers and answers, instead of ``correct``.
+COUNT_FIELDS = ("n_correct", "n_samples")
 ARENA_FIELDS = ("model_label", "item_id", "reward")
-_STATIC_ONLY = {"dataset", "sample_index", "correct"}
+_STATIC_ONLY = {"dataset", "sample_index", "correct", *COUNT_FIELDS}
 _ARENA_ONLY = {"item_id", "reward"}
 #: Extra fields kept per item as metadata (the first one present gives the item's domain).
 DOMAIN_FIELDS = ("domain", "category")
+#: The id of a repeated answer (harnesses call it so); the first one present is read.
+SAMPLE_FIELDS = ("sample", "epoch", "repeat", "seed")
+#: Columns of a canonical table besides its value (``correct`` or ``reward``).
+TABLE_COLUMNS = ("model", "item", "source", "domain", "line", "n", "sample")
 SUFFIXES = (".jsonl", ".csv", ".parquet")
 #: Files ending so hold item features (:mod:`bayes_dualeval.data.features`), not responses:
 #: a folder of responses may keep them beside the data, and reading it skips them.
@@ -192,11 +211,22 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
     kind : {"static", "arena"} or None
         The kind of every row (None when no usable row was found).
     records : list of tuple
-        ``(model, item, source, domain, line, value)`` per kept row.
+        ``(model, item, source, domain, line, n, sample, value)`` per kept row: ``n`` the
+        answers the row stands for (1, or its ``n_samples``), ``sample`` the id of a
+        repeated answer or None, ``value`` the correct answers (static) or the reward.
+
+    Raises
+    ------
+    InputError
+        A row mixing kinds, a file mixing kinds, an invalid value (without
+        ``skip_invalid``), or rows of which none could be read (:func:`unreadable`).
     """
     kind = None
     records = []
+    seen = skipped = 0
+    first_missing = None
     for line, row in rows:
+        seen += 1
         row_kind = _row_kind(row)
         if row_kind == "mixed":
             raise InputError(
@@ -207,6 +237,7 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
             report.models_seen.add(row["model_label"].strip())
         if row_kind is None:
             report.missing["correct or reward"] += 1
+            first_missing = first_missing or ("correct or reward", sorted(row))
             continue
         if kind is None:
             kind = row_kind
@@ -214,23 +245,17 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
             raise InputError(
                 f"{where}:{line}: file mixes static and arena rows; put each kind in its own file"
             )
-        required = STATIC_FIELDS if kind == "static" else ARENA_FIELDS
-        absent = [f for f in required if row.get(f) is None or row.get(f) == ""]
+        absent = _absent(row, kind)
         if absent:
-            report.missing[absent[0]] += 1
+            report.missing[absent] += 1
+            first_missing = first_missing or (absent, sorted(row))
             continue
         try:
-            model = text_field(row["model_label"], "model_label")
-            if kind == "static":
-                dataset = text_field(row["dataset"], "dataset")
-                item = item_ids.static_id(source, dataset, index_field(row["sample_index"]))
-                value = correct_field(row["correct"])
-            else:
-                item = item_ids.arena_id(source, text_field(row["item_id"], "item_id"))
-                value = reward_field(row["reward"])
+            record = _record(row, kind, source)
         except ValueError as exc:
             if skip_invalid:
                 report.invalid[str(exc).split(" ", 1)[0]] += 1
+                skipped += 1
                 continue
             raise InputError(f"{where}:{line}: {exc}") from None
         domain = folder_domain
@@ -239,8 +264,66 @@ def parse_rows(rows, *, source, folder_domain, where, skip_invalid, report):
             if isinstance(val, (str, int)) and not isinstance(val, bool) and str(val).strip():
                 domain = str(val).strip()
                 break
-        records.append((model, item, source, domain, line, value))
+        model, item, n, sample, value = record
+        records.append((model, item, source, domain, line, n, sample, value))
+    if seen and not records:
+        unreadable(where, seen, first_missing, skipped)
     return kind, records
+
+
+def unreadable(where: str, rows: int, missing, invalid: int = 0):
+    """Raise the :class:`InputError` of a file of ``rows`` rows none of which could be read.
+
+    A header typo (``corect``) would otherwise drop a whole benchmark as skipped rows while
+    the rest of a folder loads; ``missing`` is the first row's missing field and the fields
+    it had, ``invalid`` the rows skipped for invalid values.
+    """
+    if missing is not None:
+        name, present = missing
+        shown = ", ".join(present[:8]) + (", ..." if len(present) > 8 else "")
+        raise InputError(
+            f"{where}: none of its {rows} rows can be read: they miss the field {name!r} "
+            f"(fields present: {shown or 'none'}; a static row needs "
+            f"{', '.join(STATIC_FIELDS)}, an arena row {', '.join(ARENA_FIELDS)})"
+        )
+    raise InputError(f"{where}: none of its {rows} rows can be read ({invalid} invalid)")
+
+
+def _present(row: dict, name: str) -> bool:
+    value = row.get(name)
+    return value is not None and value != ""
+
+
+def _absent(row: dict, kind: str) -> str | None:
+    """The first required field of a ``kind`` row that is missing or empty, or None."""
+    if kind == "arena":
+        required = ARENA_FIELDS
+    elif _present(row, "correct") or not any(_present(row, f) for f in COUNT_FIELDS):
+        required = STATIC_FIELDS
+    else:  # the aggregated form
+        required = STATIC_FIELDS[:3] + COUNT_FIELDS
+    return next((f for f in required if not _present(row, f)), None)
+
+
+def _record(row: dict, kind: str, source: str):
+    """``(model, item, n, sample, value)`` of a row with its fields; ``ValueError`` if invalid."""
+    model = text_field(row["model_label"], "model_label")
+    sample = None
+    for name in SAMPLE_FIELDS:
+        if _present(row, name):
+            sample = sample_field(row[name])
+            break
+    if kind == "arena":
+        item = item_ids.arena_id(source, text_field(row["item_id"], "item_id"))
+        return model, item, 1, sample, reward_field(row["reward"])
+    dataset = text_field(row["dataset"], "dataset")
+    item = item_ids.static_id(source, dataset, index_field(row["sample_index"]))
+    if _present(row, "correct"):
+        if any(_present(row, f) for f in COUNT_FIELDS):
+            raise ValueError("correct and n_correct/n_samples: give one or the other")
+        return model, item, 1, sample, correct_field(row["correct"])
+    k, n = counts_fields(row["n_correct"], row["n_samples"])
+    return model, item, n, sample, k
 
 
 def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: ReadReport):
@@ -315,11 +398,23 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
     report.files.append(str(path))
     report.rows += len(records)
     value_col = "correct" if kind == "static" else "reward"
-    table = pd.DataFrame.from_records(
-        records, columns=["model", "item", "source", "domain", "line", value_col]
-    )
+    table = plain_answers(pd.DataFrame.from_records(records, columns=[*TABLE_COLUMNS, value_col]))
     table["file"] = str(path)
     return kind, table
+
+
+def plain_answers(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without its ``n`` and ``sample`` columns where they say nothing.
+
+    A table whose rows are one answer each (``n`` 1) with no ``sample`` reads as the
+    formats without those fields do (:mod:`bayes_dualeval.data.tables`).
+    """
+    drop = []
+    if "n" in table and (table["n"] == 1).all():
+        drop.append("n")
+    if "sample" in table and table["sample"].isna().all():
+        drop.append("sample")
+    return table.drop(columns=drop) if drop else table
 
 
 def read_paths(paths, *, skip_invalid: bool = False):
@@ -359,18 +454,24 @@ def read_paths(paths, *, skip_invalid: bool = False):
         kind, table = read_file(path, root, skip_invalid=skip_invalid, report=report)
         if kind is not None and len(table):
             tables[kind].append(table)
-    columns = {
-        "static": ["model", "item", "source", "domain", "correct", "file", "line"],
-        "arena": ["model", "item", "source", "domain", "reward", "file", "line"],
-    }
     out = {}
     for kind, parts in tables.items():
+        value = "correct" if kind == "static" else "reward"
+        columns = ["model", "item", "source", "domain", value, "file", "line"]
+        # a wide matrix's table has one answer per cell and no sample: the columns that
+        # say so are left out rather than filled per cell (tables.py reads them as absent)
+        optional = [c for c in ("n", "sample") if any(c in part for part in parts)]
         if len(parts) == 1:  # one file (a large matrix, often): no copy
-            out[kind] = parts[0][columns[kind]]
+            out[kind] = parts[0][columns + optional]
         elif parts:
-            out[kind] = pd.concat(parts, ignore_index=True)[columns[kind]]
+            for part in parts:
+                for name in optional:
+                    if name not in part:
+                        part[name] = 1 if name == "n" else None
+            out[kind] = pd.concat(parts, ignore_index=True)[columns + optional]
         else:
-            out[kind] = pd.DataFrame({c: pd.Series(dtype=object) for c in columns[kind]})
-    out["static"]["correct"] = out["static"]["correct"].astype("int8")
+            out[kind] = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    dtype = "int32" if "n" in out["static"] else "int8"
+    out["static"]["correct"] = out["static"]["correct"].astype(dtype)
     out["arena"]["reward"] = out["arena"]["reward"].astype("float64")
     return out["static"], out["arena"], report

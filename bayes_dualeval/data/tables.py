@@ -1,10 +1,20 @@
 """From canonical long tables to the arrays of a :class:`~bayes_dualeval.data.dataset.Dataset`.
 
-A canonical table has one row per (model, item) cell: columns ``model, item, source,
-domain`` and ``correct`` (static labels) or ``reward`` (arena rewards). This module turns
-input frames into such tables (:func:`frames_to_tables`), cleans them (duplicates, arena
-prompts answered by one model), checks that they can be fitted, indexes them on shared
-model and item axes and z-normalises the rewards (:func:`dataset_fields`).
+A canonical table has one row per answer (or per aggregated cell): columns ``model, item,
+source, domain`` and ``correct`` (static labels) or ``reward`` (arena rewards), and
+optionally ``n`` (the answers a row stands for, ``correct`` then counting the correct ones)
+and ``sample`` (the id of a repeated answer). This module turns input frames into such
+tables (:func:`frames_to_tables`), cleans them (duplicates, arena prompts answered by one
+model), combines the answers of each (model, item) cell (:func:`static_cells`,
+:func:`arena_cells`), checks that they can be fitted, indexes them on shared model and item
+axes and z-normalises the rewards (:func:`dataset_fields`).
+
+Rows of one model and item are repeated answers when their ``sample`` differs: a static
+cell counts them all (``k`` correct of ``n``, a binomial count with the density of ``n``
+Bernoulli labels), an arena cell takes their mean reward (with their count). Rows equal in
+model, item and sample are duplicates: the last one is kept and the others counted as
+skipped, except aggregated rows (``n_correct``, ``n_samples``) that disagree, which are an
+error.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data.readers import ReadReport, parse_rows
+from bayes_dualeval.data.readers import TABLE_COLUMNS, ReadReport, parse_rows, plain_answers
 
 REWARD_NORMS = ("source", "global")
 KINDS = ("static", "arena")
@@ -74,13 +84,14 @@ def dataset_fields(
     static = _empty("correct") if static is None else static
     arena = _empty("reward") if arena is None else arena
 
-    static, n_dup_s = dedupe(static)
-    arena, n_dup_a = dedupe(arena)
-    if n_dup_s + n_dup_a:
-        skipped["duplicate (model, item)"] += n_dup_s + n_dup_a
+    static, static_n, dropped_s = static_cells(static)
+    arena, arena_n, dropped_a = arena_cells(arena)
+    skipped.update(dropped_s)
+    skipped.update(dropped_a)
     # Arena prompts answered by one model carry no comparison.
     counts = arena.groupby("item", sort=False)["model"].transform("size")
-    lonely = counts < 2
+    lonely = (counts < 2).to_numpy()
+    keep_arena = ~lonely
     if lonely.any():
         skipped["arena prompt answered by one model"] += int(arena.loc[lonely, "item"].nunique())
         arena = arena.loc[~lonely]
@@ -129,10 +140,12 @@ def dataset_fields(
         "groups": frozen(groups.astype(str)),
         "static_model": frozen(_positions(model_index, static["model"]), np.int32),
         "static_item": frozen(_positions(item_index, static["item"]), np.int32),
-        "static_y": frozen(static["correct"].to_numpy(), np.int8),
+        "static_y": frozen(static["correct"].to_numpy(), np.int32),
+        "static_n": frozen(static_n, np.int32),
         "arena_model": frozen(_positions(model_index, arena["model"]), np.int32),
         "arena_item": frozen(_positions(item_index, arena["item"]), np.int32),
         "arena_reward": frozen(reward),
+        "arena_n": frozen(arena_n[keep_arena], np.int32),
         "arena_z": frozen(z),
         "reward_norm": reward_norm,
         "skipped": {name: n for name, n in skipped.items() if n},
@@ -182,8 +195,8 @@ def frames_to_tables(
                 raise InputError(f"the {kind} frame holds {got} rows")
             records.extend(recs)
         value = "correct" if kind == "static" else "reward"
-        tables[kind] = pd.DataFrame.from_records(
-            records, columns=["model", "item", "source", "domain", "line", value]
+        tables[kind] = plain_answers(
+            pd.DataFrame.from_records(records, columns=[*TABLE_COLUMNS, value])
         )
     return tables.get("static"), tables.get("arena"), report
 
@@ -256,6 +269,164 @@ def _empty(value: str) -> pd.DataFrame:
     return pd.DataFrame(
         {c: pd.Series(dtype=object) for c in ["model", "item", "source", "domain", value]}
     )
+
+
+#: The skip reason of rows repeating a (model, item) without a ``sample`` to tell them apart
+#: (:func:`skip_hint` says how to keep them) ...
+DUPLICATE = "duplicate (model, item)"
+#: ... and of rows repeating a (model, item, sample).
+DUPLICATE_SAMPLE = "duplicate (model, item, sample)"
+
+
+def skip_hint(skipped) -> str:
+    """What to do about the skips in ``skipped`` (reason to count), or ``""``.
+
+    Rows that repeat a model and item without a ``sample`` field are dropped as
+    duplicates; when they are repeated answers, a ``sample`` field keeps them all.
+    """
+    if skipped.get(DUPLICATE):
+        return (
+            "rows repeating a model and item are duplicates unless a 'sample' field "
+            "(or epoch, repeat, seed) tells repeated answers apart"
+        )
+    return ""
+
+
+def static_cells(table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, Counter]:
+    """One row per (model, item): the correct answers in ``correct``, and the answers.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A canonical static table (optional columns ``n`` and ``sample``).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per cell, in the order of each cell's first row; ``correct`` holds the
+        correct answers of the cell.
+    n : numpy.ndarray of int
+        The cell's answers.
+    skipped : collections.Counter
+        Duplicates dropped, by reason.
+
+    Raises
+    ------
+    InputError
+        When aggregated rows (``n_samples`` above 1) of one cell and sample disagree.
+    """
+    table, skipped = _without_duplicates(table, "correct")
+    if "n" not in table and "sample" not in table:  # one answer per row and cell
+        return table, np.ones(len(table), np.int32), skipped
+    n = table["n"].to_numpy(np.int64) if "n" in table else np.ones(len(table), np.int64)
+    first, cell = _cells(table)
+    if len(first) == len(table):
+        return _plain(table), n.astype(np.int32), skipped
+    correct = np.bincount(cell, weights=table["correct"].to_numpy(np.float64))
+    out = _plain(table.iloc[first]).reset_index(drop=True)
+    out["correct"] = np.rint(correct).astype(np.int64)
+    return out, np.bincount(cell, weights=n).astype(np.int32), skipped
+
+
+def arena_cells(table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, Counter]:
+    """One row per (model, item): the mean ``reward`` of its repeated answers, and their number.
+
+    See :func:`static_cells`; a row stands for ``n`` rewards (1 without an ``n`` column),
+    and a cell's reward is the mean of its rows weighted so.
+    """
+    table, skipped = _without_duplicates(table, "reward")
+    n = table["n"].to_numpy(np.int64) if "n" in table else np.ones(len(table), np.int64)
+    if "sample" not in table:
+        return _plain(table), n.astype(np.int32), skipped
+    first, cell = _cells(table)
+    if len(first) == len(table):
+        return _plain(table), n.astype(np.int32), skipped
+    total = np.bincount(cell, weights=table["reward"].to_numpy(np.float64) * n)
+    answers = np.bincount(cell, weights=n)
+    out = _plain(table.iloc[first]).reset_index(drop=True)
+    out["reward"] = total / answers
+    return out, answers.astype(np.int32), skipped
+
+
+def _plain(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the answer columns (``n``, ``sample``) once cells are combined."""
+    extra = [c for c in ("n", "sample") if c in table]
+    return table.drop(columns=extra) if extra else table
+
+
+def _cells(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The first row of each (model, item) cell, and each row's cell (numbered in that order)."""
+    key = _key(table, ("model", "item"))
+    _, first, cell = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # cells numbered by their first row
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[cell.ravel()]
+
+
+def _key(table: pd.DataFrame, columns) -> np.ndarray:
+    """One integer per row, equal for rows equal in ``columns`` (categories read as codes)."""
+    key = np.zeros(len(table), np.int64)
+    for name in columns:
+        column = table[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes, size = column.cat.codes.to_numpy(np.int64), len(column.cat.categories) + 1
+            codes = codes + 1  # missing values (-1) are a value of their own
+        else:
+            values = column.astype(object).where(column.notna(), "\0none")
+            codes, uniques = pd.factorize(values.astype(str), sort=False)
+            size = len(uniques) + 1
+        key = key * size + codes
+    return key
+
+
+def _without_duplicates(table: pd.DataFrame, value: str) -> tuple[pd.DataFrame, Counter]:
+    """Drop rows repeating a (model, item, sample); keep the last of each (see the module)."""
+    skipped: Counter = Counter()
+    if "sample" not in table or not table["sample"].notna().any():
+        if "n" in table:
+            _check_aggregates(table, ("model", "item"), value)
+        out, n = dedupe(table)
+        if n:
+            skipped[DUPLICATE] += n
+        return (out.drop(columns="sample") if "sample" in out else out), skipped
+    columns = ("model", "item", "sample")
+    if "n" in table:
+        _check_aggregates(table, columns, value)
+    drop = pd.Series(_key(table, columns)).duplicated(keep="last").to_numpy()
+    if drop.any():
+        tagged = table["sample"].notna().to_numpy()
+        skipped[DUPLICATE_SAMPLE] += int((drop & tagged).sum())
+        skipped[DUPLICATE] += int((drop & ~tagged).sum())
+        table = table.loc[~drop].reset_index(drop=True)
+    return table, +skipped
+
+
+def _check_aggregates(table: pd.DataFrame, columns, value: str) -> None:
+    """Raise :class:`InputError` when aggregated rows of one key give different counts."""
+    aggregated = table["n"].to_numpy() > 1
+    if not aggregated.any():
+        return
+    key = _key(table, columns)
+    repeated = pd.Series(key).duplicated(keep=False).to_numpy()
+    suspects = np.isin(key, key[repeated & aggregated])
+    if not suspects.any():
+        return
+    rows = table.loc[suspects, [*columns, value, "n"]].assign(_key=key[suspects])
+    distinct = rows.drop_duplicates(["_key", value, "n"])
+    clash = distinct["_key"].duplicated(keep=False).to_numpy()
+    if clash.any():
+        first = distinct.loc[clash].iloc[0]
+        where = table.loc[suspects].loc[key[suspects] == first["_key"]]
+        places = [
+            f"{r.get('file', 'frame')}:{r.get('line', '?')} ({r[value]} of {r['n']})"
+            for _, r in where.head(2).iterrows()
+        ]
+        raise InputError(
+            f"model {first['model']!r}, item {first['item']!r}: aggregated rows disagree, "
+            + " and ".join(places)
+            + "; give each cell's counts once"
+        )
 
 
 def dedupe(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -74,3 +74,36 @@ def reward_field(value) -> float:
     if not math.isfinite(out):
         raise ValueError(f"reward must be finite, got {value!r}")
     return out
+
+
+def count_field(value, name: str) -> int:
+    """A count (``n_correct``, ``n_samples``): a non-negative integer; else ``ValueError``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    out = None
+    if isinstance(value, int):
+        out = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        out = int(value)
+    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        out = int(value.strip().split(".")[0])
+    if out is None or out < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return out
+
+
+def counts_fields(n_correct, n_samples) -> tuple[int, int]:
+    """An aggregated cell ``(n_correct, n_samples)``, with ``0 <= n_correct <= n_samples >= 1``."""
+    k, n = count_field(n_correct, "n_correct"), count_field(n_samples, "n_samples")
+    if n < 1:
+        raise ValueError(f"n_samples must be at least 1, got {n_samples!r}")
+    if k > n:
+        raise ValueError(f"n_correct must be at most n_samples, got {k} of {n}")
+    return k, n
+
+
+def sample_field(value) -> str:
+    """The id of a repeated answer (``sample``, ``epoch``, ``repeat``, ``seed``), as text."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    return text_field(value, "sample")

@@ -6,7 +6,7 @@ have the same number of decisive pairs or of answered static cells (ties, both-b
 missing answers vary), so each would compile its own program. Padding both to the next size
 of a geometric ladder (:func:`bucket`) with entries that contribute exactly nothing makes
 them share one: a pair of weight 0 adds ``0 * log sigmoid(x) = 0`` to the arena term, and a
-padded static cell is masked out of the likelihood (``ModelInputs.static_mask``). The
+padded static cell is masked out of the likelihood (``ModelInputs.static_n``). The
 posterior is the same; the gradient does up to :data:`STEP` - 1 more work on those terms.
 
 Every sampler pads: NUTS itself (:func:`~bayes_dualeval.inference.nuts.run_nuts`), SVI and
@@ -56,7 +56,7 @@ def padded(inputs: ModelInputs) -> ModelInputs:
     """``inputs`` with static cells and decisive pairs padded to their buckets.
 
     Padded pairs join arena cell (or model) 0 with itself at weight 0; padded static cells
-    are model 0's answer to item 0, masked (``static_mask`` 0). Arena cells, items and
+    are model 0's answer to item 0, masked (``static_n`` 0). Arena cells, items and
     models are not padded: each is a parameter's or a prompt's support.
     """
     return padded_to(inputs, bucket(inputs.static_y.shape[0]), bucket(inputs.pair_w.shape[0]))
@@ -76,7 +76,7 @@ def padded_to(inputs: ModelInputs, bs: int, bp: int) -> ModelInputs:
         static_model=_pad(inputs.static_model, bs),
         static_item=_pad(inputs.static_item, bs),
         static_y=_pad(inputs.static_y, bs),
-        static_mask=_pad(inputs.static_mask, bs),
+        static_n=_pad(inputs.static_n, bs),
         pair_i=_pad(inputs.pair_i, bp),
         pair_j=_pad(inputs.pair_j, bp),
         pair_w=_pad(inputs.pair_w, bp),
@@ -92,4 +92,4 @@ def data_terms(inputs: ModelInputs) -> tuple[int, int]:
     1 and every decisive pair a positive weight
     (:func:`~bayes_dualeval.model.inputs.pair_weights`).
     """
-    return int(jnp.sum(inputs.static_mask > 0)), int(jnp.sum(inputs.pair_w > 0))
+    return int(jnp.sum(inputs.static_n > 0)), int(jnp.sum(inputs.pair_w > 0))

@@ -186,11 +186,11 @@ def with_arena_matrix(inputs: ModelInputs) -> ModelInputs:
 def static_coverage(inputs: ModelInputs) -> float:
     """Share of the models x static items matrix that has a label (0 without one).
 
-    Padded cells (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_mask` 0) do not
+    Padded cells (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_n` 0) do not
     count.
     """
     size = inputs.n_models * inputs.n_static_items
-    return int(np.count_nonzero(np.asarray(inputs.static_mask))) / size if size else 0.0
+    return int(np.count_nonzero(np.asarray(inputs.static_n))) / size if size else 0.0
 
 
 def with_static_matrix(inputs: ModelInputs) -> ModelInputs:
@@ -203,7 +203,7 @@ def with_static_matrix(inputs: ModelInputs) -> ModelInputs:
     """
     column = np.full(inputs.n_items, -1, np.int64)
     column[np.asarray(inputs.static_items)] = np.arange(inputs.n_static_items)
-    weight = np.asarray(inputs.static_mask, np.float32)
+    weight = np.asarray(inputs.static_n, np.float32)
     where = (np.asarray(inputs.static_model), column[np.asarray(inputs.static_item)])
     counts = np.zeros((2, inputs.n_models, inputs.n_static_items), np.float32)
     np.add.at(counts[0], where, weight * np.asarray(inputs.static_y, np.float32))

@@ -33,7 +33,7 @@ from bayes_dualeval.model.inputs import ModelInputs
 
 #: The arrays with one entry per static cell or decisive pair: split across devices.
 SPLIT = (
-    "static_model", "static_item", "static_y", "static_mask",
+    "static_model", "static_item", "static_y", "static_n",
     "pair_i", "pair_j", "pair_w", "pair_t", "pair_item",
 )  # fmt: skip
 #: Name of the mesh axis the data are split along.

@@ -91,9 +91,10 @@ class _Posterior:
         """Each draw's posterior mean of the raw ability, (D,)."""
         return w @ self.grid + self.shift
 
-    def update_static(self, item: int, y: float) -> None:
+    def update_static(self, item: int, y: float, n: float = 1.0) -> None:
+        """Add an item's answers: share ``y`` correct of ``n`` (one label: ``y``, 1)."""
         par = self.bank.parameters(slice(None), item)  # (D,) each
-        self.log_w += links.bernoulli_loglik(y, *_eta_cd(par, self.raw_grid))
+        self.log_w += n * links.bernoulli_loglik(y, *_eta_cd(par, self.raw_grid))
 
     def update(self, loglik: np.ndarray) -> None:
         self.log_w += loglik
@@ -127,7 +128,7 @@ class _Prompts:
         empty = np.zeros(0, dtype=np.int64)
         self.resp = dataclasses.replace(
             oracle, models=np.arange(n).astype(str), static_model=empty, static_item=empty,
-            static_y=np.zeros(0), arena_model=np.arange(n),
+            static_y=np.zeros(0), static_n=np.zeros(0), arena_model=np.arange(n),
         )  # fmt: skip
         # under the reward likelihood the layout holds no pairs: grid.loglik adds the rewards
         pairs = grid_posterior.arena_pairs(bank, self.resp)
@@ -157,7 +158,7 @@ class _Pool:
 
     item: np.ndarray
     arena: np.ndarray
-    answer: np.ndarray  # the label (static) or the oracle's arena row (arena)
+    answer: np.ndarray  # the oracle's static cell (its answers) or arena row
 
     def __len__(self) -> int:
         return len(self.item)
@@ -170,10 +171,10 @@ class _Pool:
 
 
 def _pool(oracle: Responses, k: int) -> _Pool:
-    """Model ``k``'s answered items, static then arena, each item once (its first answer)."""
-    mine = oracle.static_model == k
+    """Model ``k``'s answered items, static then arena, each item once (all its answers)."""
+    mine = np.nonzero(oracle.static_model == k)[0]
     s_item, first = np.unique(oracle.static_item[mine], return_index=True)
-    s_answer = oracle.static_y[mine][first]
+    s_answer = mine[first]
     rows = np.nonzero(oracle.arena_model == k)[0]
     a_item, first = np.unique(oracle.arena_item[rows], return_index=True)
     return _Pool(
@@ -361,8 +362,10 @@ def adaptive(
                 row = int(answer)
                 post.update(prompts.loglik(row, grid))
                 answer = float(oracle.arena_z[row])
-            else:
-                post.update_static(item, answer)
+            else:  # the item's answers: k of n (repeated samples) or the label
+                row = int(answer)
+                answer = float(oracle.static_share[row])
+                post.update_static(item, answer, float(oracle.static_n[row]))
             w = post.weights()
             steps += 1
             mean, sd = post.moments(w)

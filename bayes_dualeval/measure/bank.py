@@ -26,7 +26,7 @@ from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.readers import read_paths
-from bayes_dualeval.data.tables import dedupe
+from bayes_dualeval.data.tables import arena_cells, static_cells
 from bayes_dualeval.model import links
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
@@ -227,7 +227,8 @@ class Responses:
     models : numpy.ndarray of str
         The new models, sorted.
     static_model, static_item : numpy.ndarray of int
-        New-model index and bank item index of each static label; ``static_y`` the labels.
+        New-model index and bank item index of each static cell; ``static_y`` its correct
+        answers and ``static_n`` its answers (repeated samples; 1 and the label for one).
     arena_model, arena_item : numpy.ndarray of int
         The same for each arena reward; ``arena_z`` the reward normalised with the bank's
         normalisation.
@@ -239,10 +240,16 @@ class Responses:
     static_model: np.ndarray
     static_item: np.ndarray
     static_y: np.ndarray
+    static_n: np.ndarray
     arena_model: np.ndarray
     arena_item: np.ndarray
     arena_z: np.ndarray
     n_skipped: int
+
+    @property
+    def static_share(self) -> np.ndarray:
+        """Each static cell's share of correct answers (its label with one answer)."""
+        return self.static_y / np.maximum(self.static_n, 1)
 
     @property
     def n_models(self) -> int:
@@ -282,7 +289,9 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
     static, arena, _ = read_paths(list(paths))
-    static, arena = dedupe(static)[0], dedupe(arena)[0]
+    static, static_n, _ = static_cells(static)
+    arena = arena_cells(arena)[0]
+    static = static.assign(n=static_n)
     index = pd.Index(bank.dataset.items)
     kind = np.asarray(bank.dataset.item_kind, dtype=str)
     use_static, use_arena = bank.model.kinds(bank.dataset, strict=False)
@@ -333,6 +342,7 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
         static_model=model_index.get_indexer(s_table["model"]).astype(np.int64),
         static_item=s_item.astype(np.int64),
         static_y=s_table["correct"].to_numpy(dtype=np.float64),
+        static_n=s_table["n"].to_numpy(dtype=np.float64),
         arena_model=model_index.get_indexer(a_table["model"]).astype(np.int64),
         arena_item=a_item.astype(np.int64),
         arena_z=z,

@@ -73,7 +73,7 @@ class Layout:
 
     static_item: jax.Array
     static_y: jax.Array
-    static_mask: jax.Array
+    static_n: jax.Array
     cell_item: jax.Array
     cell_linear: jax.Array
     cell_both_bad: jax.Array
@@ -102,9 +102,11 @@ def layout(bank, resp, pairs) -> Layout:
     s_index, s_mask = padded_rows(resp.static_model, k)
     if len(resp.static_item):
         static_item = np.asarray(resp.static_item, dtype=np.int64)[s_index]
-        static_y = np.asarray(resp.static_y, dtype=np.float32)[s_index] * s_mask
+        # a cell's share of correct answers, weighted by its answers (0 for padding)
+        static_y = np.asarray(resp.static_share, dtype=np.float32)[s_index] * s_mask
+        static_n = np.asarray(resp.static_n, dtype=np.float32)[s_index] * s_mask
     else:
-        static_item, static_y = s_index, s_mask
+        static_item, static_y, static_n = s_index, s_mask, s_mask
     bt = bank.model.arena_term == "bt"
     lam_arena, lam_bb = float(config.lambda_arena), float(config.lambda_bb)
     n = len(pairs) if pairs is not None and bank.model.arena_term != "reward" else 0
@@ -143,7 +145,7 @@ def layout(bank, resp, pairs) -> Layout:
     return Layout(
         static_item=jnp.asarray(static_item, jnp.int32),
         static_y=jnp.asarray(static_y, f32),
-        static_mask=jnp.asarray(s_mask, f32),
+        static_n=jnp.asarray(static_n, f32),
         cell_item=jnp.asarray(cell_item, jnp.int32),
         cell_linear=jnp.asarray(cell_lin, f32),
         cell_both_bad=jnp.asarray(cell_bb, f32),
@@ -160,7 +162,7 @@ def layout(bank, resp, pairs) -> Layout:
 
 #: The :class:`Layout` fields with one row per new model.
 ROW_FIELDS = (
-    "static_item", "static_y", "static_mask", "cell_item", "cell_linear", "cell_both_bad",
+    "static_item", "static_y", "static_n", "cell_item", "cell_linear", "cell_both_bad",
     "pair_item", "pair_other", "pair_weight", "pair_linear",
 )  # fmt: skip
 
@@ -240,7 +242,7 @@ def _static(lay, draws, theta, rows):
     eta = links.eta(theta[:, :, None, :], b, a)  # (D, K, S, G)
     c, d = _take(draws, "c", rows, lay.static_item), _take(draws, "d", rows, lay.static_item)
     ll = links.bernoulli_loglik(lay.static_y[None, :, :, None], eta, c, d)
-    return jnp.sum(ll * lay.static_mask[None, :, :, None], axis=2)
+    return jnp.sum(ll * lay.static_n[None, :, :, None], axis=2)
 
 
 def _pairs(lay, draws, theta, rows):

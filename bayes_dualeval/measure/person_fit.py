@@ -105,19 +105,20 @@ def person_fit(bank: Bank, resp: Responses, post: GridPosterior, theta: np.ndarr
 
     p = np.clip(at_draws(p_bar), 1e-12, 1 - 1e-12)
     slope = at_draws(slope_bar)
-    y = resp.static_y[None, :]
+    k_obs, n = resp.static_y[None, :], resp.static_n[None, :]  # a cell's k of n answers
 
     def per_model(x):  # (S, C) summed over each model's labels: (S, K)
         return sum_by_model(x[..., None], resp.static_model, k)[..., 0]
 
-    # l - E l = sum (y - p) w with w = logit p; its part along the score direction
-    # r = p' / (p (1 - p)) is what a shift of the ability explains: removed (Snijders)
+    # l - E l = sum (k - n p) w with w = logit p; its part along the score direction
+    # r = p' / (p (1 - p)) is what a shift of the ability explains: removed (Snijders);
+    # a cell of n answers weighs n times a label in every sum (n = 1: the labels' lz*)
     w = np.log(p) - np.log1p(-p)
     r = slope / (p * (1 - p))
     with np.errstate(invalid="ignore", divide="ignore"):
-        c = per_model(slope * w) / per_model(slope * r)  # (S, K)
+        c = per_model(n * slope * w) / per_model(n * slope * r)  # (S, K)
         v = w - np.nan_to_num(c)[:, resp.static_model] * r
-        lz = per_model((y - p) * v) / np.sqrt(per_model(p * (1 - p) * v**2))
+        lz = per_model((k_obs - n * p) * v) / np.sqrt(per_model(n * p * (1 - p) * v**2))
     ok = counts >= MIN_FIT_ITEMS
     out[ok] = special.ndtr(lz[:, ok]).mean(axis=0)
     return out

@@ -144,7 +144,7 @@ def score(
         "bank_draws": bank.n_draws,
         "theta_draws": int(centred.shape[1] * centred.shape[2]),
         "new_models": int(resp.n_models),
-        "static_labels": int(len(resp.static_y)),
+        "static_labels": int(resp.static_n.sum()),
         "arena_rewards": int(len(resp.arena_z)),
         "arena_pairs": int(len(pairs)),
         "skipped_rows": int(resp.n_skipped),
@@ -193,7 +193,9 @@ def _score_table(bank, resp, centred, fit_p, pairs, ci) -> pd.DataFrame:
             "rank_lo": rlo,
             "rank_hi": rhi,
             "new": np.r_[np.zeros(m, bool), np.ones(k, bool)],
-            "n_static": _counts(ds.static_model, m, resp.static_model, k),
+            "n_static": _counts(
+                ds.static_model, m, resp.static_model, k, ds.static_n, resp.static_n
+            ),
             "n_arena": _counts(ds.arena_model, m, resp.arena_model, k),
             "fit_p": np.r_[np.full(m, np.nan), fit_p],
         }
@@ -201,8 +203,11 @@ def _score_table(bank, resp, centred, fit_p, pairs, ci) -> pd.DataFrame:
     return table.sort_values("theta_mean", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _counts(bank_rows, m, new_rows, k) -> np.ndarray:
-    return np.r_[np.bincount(bank_rows, minlength=m), np.bincount(new_rows, minlength=k)]
+def _counts(bank_rows, m, new_rows, k, bank_n=None, new_n=None) -> np.ndarray:
+    """Rows (answers, with ``bank_n`` and ``new_n`` per row) per bank and new model."""
+    bank = np.bincount(bank_rows, weights=bank_n, minlength=m)
+    new = np.bincount(new_rows, weights=new_n, minlength=k)
+    return np.r_[bank, new].astype(np.int64)
 
 
 def accuracy_table(
@@ -249,7 +254,7 @@ def accuracy_table(
         answered = np.zeros(len(static), bool)
         y = np.zeros(len(static))
         answered[position[resp.static_item[mine]]] = True
-        y[position[resp.static_item[mine]]] = resp.static_y[mine]
+        y[position[resp.static_item[mine]]] = resp.static_share[mine]  # repeated: the share
         eta = links.eta(theta[k][:, None], par["b"], par["a"])
         p = links.probability(eta, par["c"], par["d"])  # (D, Q_static)
         value = np.where(answered[None, :], y[None, :], p)

@@ -59,9 +59,15 @@ class ModelInputs:
         all 0 under a single ability.
     static_model, static_item : jax.Array of int32, shape (S,)
     static_y : jax.Array of float32, shape (S,)
-    static_mask : jax.Array of float32, shape (S,)
-        1 for every cell of the data; 0 for the cells NUTS pads its inputs with
-        (:mod:`bayes_dualeval.inference.buckets`), which the likelihood leaves out.
+        The share of each static cell's answers that are correct (``k / n``; the label
+        itself where a model answered an item once).
+    static_n : jax.Array of float32, shape (S,)
+        Answers of each static cell (repeated samples), 0 for the cells NUTS pads its
+        inputs with (:mod:`bayes_dualeval.inference.buckets`). A Bernoulli log likelihood
+        is affine in its label, so ``n * loglik(k / n)`` is the density of the cell's
+        ``n`` answers, ``k`` of them correct
+        (:class:`~bayes_dualeval.model.likelihood.IRTBernoulli` weighs by it); a padded
+        cell adds nothing.
     static_items : jax.Array of int32, shape (n_static_items,)
         The items that have static labels (where 3PL/4PL floors and ceilings live).
     arena_model, arena_item : jax.Array of int32, shape (R,)
@@ -136,7 +142,7 @@ class ModelInputs:
     static_model: jax.Array
     static_item: jax.Array
     static_y: jax.Array
-    static_mask: jax.Array
+    static_n: jax.Array
     static_items: jax.Array
     arena_model: jax.Array
     arena_item: jax.Array
@@ -179,7 +185,7 @@ class ModelInputs:
             static_model=self.static_model[rows],
             static_item=self.static_item[rows],
             static_y=self.static_y[rows],
-            static_mask=self.static_mask[rows],
+            static_n=self.static_n[rows],
         )
 
     @property
@@ -274,7 +280,8 @@ def build_inputs(
     empty_i, empty_f = np.zeros(0, i32), np.zeros(0, f32)
     s_model = dataset.static_model if use_static else empty_i
     s_item = dataset.static_item if use_static else empty_i
-    s_y = dataset.static_y.astype(f32) if use_static else empty_f
+    s_y = dataset.static_share.astype(f32) if use_static else empty_f
+    s_n = dataset.static_n.astype(f32) if use_static else empty_f
     r_model = dataset.arena_model if use_arena else empty_i
     r_item = dataset.arena_item if use_arena else empty_i
     r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
@@ -343,7 +350,7 @@ def build_inputs(
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
         static_y=jnp.asarray(s_y),
-        static_mask=jnp.ones(len(s_y), jnp.float32),
+        static_n=jnp.asarray(s_n),
         static_items=jnp.asarray(static_items),
         arena_model=jnp.asarray(r_model, dtype=jnp.int32),
         arena_item=jnp.asarray(r_item, dtype=jnp.int32),

@@ -73,6 +73,7 @@ def fisher_scoring(
     c=None,
     d=None,
     tol: float = 0.0,
+    n=None,
 ):
     """Each item's two parameters at the mode of its labels' Bernoulli likelihood and prior.
 
@@ -93,7 +94,7 @@ def fisher_scoring(
         label's item's two parameters, a pair of arrays of shape (R,) (or scalars). With
         ``tol`` it is also called as ``predictor(x, rows)``, for the labels ``rows`` only.
     y : numpy.ndarray, shape (R,)
-        Labels, 0.0 or 1.0.
+        Labels, 0.0 or 1.0, or the share of correct answers of a cell of ``n`` answers.
     item : numpy.ndarray of int, shape (R,)
         Item of each label.
     n_items : int
@@ -111,6 +112,9 @@ def fisher_scoring(
         still moving; the solve stops when none is (0: every item takes every
         iteration). At millions of labels the passes after most items have converged
         are otherwise most of the cost.
+    n : numpy.ndarray, shape (R,), optional
+        Answers of each cell (repeated samples; None: one each): a cell's score and
+        information are its answers' sums, ``n`` times a label's at ``y``.
 
     Returns
     -------
@@ -124,7 +128,7 @@ def fisher_scoring(
     x = np.repeat(mean, n_items, axis=1)
     info = None
     moving = np.ones(n_items, dtype=bool)
-    rows, sub_item, sub_y = None, item, y  # the labels read (None: all of them)
+    rows, sub_item, sub_y, sub_n = None, item, y, n  # the labels read (None: all of them)
     read = n_items  # items whose labels are read
 
     def total(w):
@@ -133,6 +137,8 @@ def fisher_scoring(
     for _ in range(iterations):
         eta, (e0, e1) = predictor(x) if rows is None else predictor(x, rows)
         r, w = links.bernoulli_score(sub_y, eta, c, d)
+        if sub_n is not None:
+            r, w = r * sub_n, w * sub_n
         g = np.stack([total(r * e0), total(r * e1)]) - (x - mean) / var
         we0 = w * e0
         h01 = total(we0 * e1)
@@ -154,4 +160,5 @@ def fisher_scoring(
             read = int(moving.sum())
             rows = np.flatnonzero(moving[item])
             sub_item, sub_y = item[rows], y[rows]
+            sub_n = None if n is None else n[rows]
     return x, info

@@ -1,8 +1,10 @@
 r"""Likelihood terms: static labels, arena pairs, rewards and the arena level term.
 
-Static labels are an observed NumPyro site, ``static_y ~ IRTBernoulli(eta, c, d)`` with
-:math:`p = c + (d - c) \sigma(\eta)` (:mod:`bayes_dualeval.model.links`), so NumPyro's
-``Predictive`` replicates them and ``log_likelihood`` reads them per cell. The arena terms
+Static labels are an observed NumPyro site, ``static_y ~ IRTBernoulli(eta, c, d, n)`` with
+:math:`p = c + (d - c) \sigma(\eta)` (:mod:`bayes_dualeval.model.links`): per (model, item)
+cell, ``k`` correct of ``n`` answers (repeated samples), with the density of ``n``
+Bernoulli labels, so NumPyro's ``Predictive`` replicates them and ``log_likelihood`` reads
+them per cell. The arena terms
 are sums over pairs or prompts entered as one ``numpyro.factor`` site (``arena``); their
 per-prompt values come from :func:`arena_loglik`, and their predictive formula from
 :func:`pair_win_probability`.
@@ -31,7 +33,12 @@ _LOG_2PI = float(jnp.log(2 * jnp.pi))
 
 
 class IRTBernoulli(dist.Distribution):
-    """Binary responses with success probability ``c + (d - c) sigmoid(eta)``.
+    """The answers of a cell: ``n`` labels with success probability ``c + (d - c) sigmoid(eta)``.
+
+    The value is the share of correct answers ``k / n``; its log density
+    ``n * loglik(k / n) = k log p + (n - k) log(1 - p)`` is the sum of the cell's ``n``
+    Bernoulli log likelihoods (a binomial count without its coefficient, which no
+    parameter moves), so one answer per cell is the Bernoulli model itself.
 
     Parameters
     ----------
@@ -40,24 +47,33 @@ class IRTBernoulli(dist.Distribution):
     c, d : jax.Array or None
         Floor and ceiling (None: 0 and 1); see :func:`bayes_dualeval.model.links.probability`.
     weight : jax.Array or None
-        1 for a cell of the data, 0 for a padded cell
-        (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_mask`), multiplied into
+        The answers of each cell, 0 for a padded cell
+        (:attr:`~bayes_dualeval.model.inputs.ModelInputs.static_n`), multiplied into
         :meth:`log_prob`, so that every reader of the static likelihood (the model, MAP's
-        item likelihood, the pointwise log likelihood) leaves padded cells out alike.
+        item likelihood, the pointwise log likelihood) counts answers and leaves padded
+        cells out alike. None: one answer each.
     """
 
     arg_constraints = {"eta": constraints.real}
-    support = constraints.boolean
+    support = constraints.unit_interval
 
     def __init__(self, eta, c=None, d=None, weight=None, *, validate_args=None):
         self.eta, self.c, self.d, self.weight = eta, c, d, weight
         super().__init__(batch_shape=jnp.shape(eta), validate_args=validate_args)
 
     def sample(self, key, sample_shape=()):
-        """Draw labels (0.0 or 1.0) of shape ``sample_shape + batch_shape``."""
+        """Draw shares of correct answers ``k / n`` of shape ``sample_shape + batch_shape``.
+
+        With one answer per cell (or no weight) these are labels, 0.0 or 1.0; a padded
+        cell draws 0.
+        """
         p = links.probability(self.eta, self.c, self.d)
         shape = sample_shape + self.batch_shape
-        return jax.random.bernoulli(key, p, shape).astype(jnp.float32)
+        if self.weight is None:
+            return jax.random.bernoulli(key, p, shape).astype(jnp.float32)
+        n = jnp.broadcast_to(self.weight, shape)
+        k = jax.random.binomial(key, n, jnp.broadcast_to(p, shape))
+        return (k / jnp.maximum(n, 1.0)).astype(jnp.float32)
 
     def log_prob(self, value):
         """Stable log probability of ``value`` (see :func:`links.bernoulli_loglik`), weighted."""
@@ -81,15 +97,15 @@ def cell_eta(theta, a, b, model, item):
 
 
 def static_distribution(theta, a, b, inputs: ModelInputs, c=None, d=None) -> IRTBernoulli:
-    """The distribution of every static label, batch shape (S,), weighted by ``static_mask``."""
+    """The distribution of every static label, batch shape (S,), weighted by ``static_n``."""
     item = inputs.static_item
     eta = cell_eta(theta, a, b, inputs.static_model, item)
     c, d = (None if x is None else x[item] for x in (c, d))
-    return IRTBernoulli(eta, c, d, inputs.static_mask)
+    return IRTBernoulli(eta, c, d, inputs.static_n)
 
 
 def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
-    """Bernoulli log likelihood of each static cell, shape (S,); 0 for a padded cell."""
+    """Log likelihood of each static cell's answers, shape (S,); 0 for a padded cell."""
     return static_distribution(theta, a, b, inputs, c, d).log_prob(inputs.static_y)
 
 

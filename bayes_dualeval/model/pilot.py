@@ -91,9 +91,10 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
     if not use_static or len(dataset.static_y) == 0:
         return zeros, zeros.copy()
     model, item = dataset.static_model, dataset.static_item
-    y = dataset.static_y.astype(np.float64)
-    n_i = np.bincount(model, minlength=dataset.n_models)
-    acc = (np.bincount(model, weights=y, minlength=dataset.n_models) + 0.5) / (n_i + 1.0)
+    y, answers = dataset.static_share, dataset.static_n.astype(np.float64)
+    n_i = np.bincount(model, weights=answers, minlength=dataset.n_models)
+    k_i = np.bincount(model, weights=dataset.static_y, minlength=dataset.n_models)
+    acc = (k_i + 0.5) / (n_i + 1.0)
     theta = np.log(acc / (1.0 - acc))
     theta = (theta - theta.mean()) / max(theta.std(), 1e-6)
     x = theta[model]
@@ -103,11 +104,13 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
 
     # ridge alpha ~ N(0, 3), beta ~ N(1, 1); undamped: Newton's method for the logistic
     ridge = ((0.0, 1.0), (3.0, 1.0))
-    (alpha, beta), _ = item_solve.fisher_scoring(predictor, y, item, q, ridge, iterations=12)
+    (alpha, beta), _ = item_solve.fisher_scoring(
+        predictor, y, item, q, ridge, iterations=12, n=answers
+    )
     a = np.maximum(np.abs(beta), 0.05)
     b = -alpha / a
     w = links.probability(predictor((alpha, beta))[0])
-    w = w * (1.0 - w)
+    w = answers * w * (1.0 - w)
     info_b = a**2 * np.bincount(item, weights=w, minlength=q)
     info_log_a = a**2 * np.bincount(item, weights=w * (x - b[item]) ** 2, minlength=q)
     return info_b, info_log_a

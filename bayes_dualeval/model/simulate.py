@@ -9,7 +9,10 @@ The generative process (documented in ``docs/simulator.md``):
    guessing floor ``c = guess`` and a ceiling ``d = 1 - slip`` (both 0 by default: a 2PL);
 4. arena rewards ``r_iq = c_q + gamma_reward * sigmoid(a_q (theta_i - b_q)) + e_iq`` with a
    prompt offset ``c_q ~ Normal(5, 1)`` and noise ``e_iq ~ Normal(0, reward_noise)``;
-5. each (model, item) cell is dropped independently with probability ``missing``.
+5. each (model, item) cell is dropped independently with probability ``missing``;
+6. with ``samples = S > 1``, each static cell holds ``S`` answers (rows with a ``sample``
+   field 0, ..., S - 1), drawn independently from the cell's probability: sample 0 is the
+   single-sample data of the same seed, the others come from a generator of their own.
 
 The truth records ``gamma``: the slope of z-normalised rewards on ``p``, i.e.
 ``gamma_reward / sd(r)``, which is what the model's ``gamma`` estimates (attenuated by
@@ -69,6 +72,7 @@ def simulate(
     dim_loading: float = 0.8,
     item_features: int = 0,
     feature_share: float = 0.5,
+    samples: int = 1,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -120,6 +124,10 @@ def simulate(
         them. The other draws of a seed are unchanged.
     feature_share : float
         In [0, 1]: see ``item_features``.
+    samples : int
+        Answers per static cell (repeated samples, e.g. ``--repeats`` or epochs): above
+        1 the static rows carry a ``sample`` field. Sample 0 is the data of ``samples =
+        1`` with the same seed; every other draw of the seed is unchanged.
     seed : int
         Seed of the NumPy generator.
 
@@ -146,6 +154,8 @@ def simulate(
         raise InputError("need at least one domain")
     if not 0.0 <= feature_share <= 1.0:
         raise InputError(f"feature_share must be in [0, 1], got {feature_share}")
+    if samples < 1:
+        raise InputError(f"samples must be at least 1, got {samples}")
     if not (0.0 <= guess < 1.0 - slip and 0.0 <= slip < 1.0):
         raise InputError(f"need 0 <= guess < 1 - slip <= 1; got guess {guess}, slip {slip}")
     rng = np.random.default_rng(seed)
@@ -200,6 +210,8 @@ def simulate(
             "domain": dom_s[qi],
         }
     )
+    if samples > 1:
+        static = _repeated(static, p_s[mi, qi], samples, seed)
     mi, qi = np.nonzero(keep_r)
     prompt_ids = np.array([f"{d}_prompt_{k:04d}" for d, k in zip(dom_r, idx_r, strict=True)])
     arena = pd.DataFrame(
@@ -243,6 +255,7 @@ def simulate(
             "log_a_sd": log_a_sd,
             "guess": guess,
             "slip": slip,
+            "samples": samples,
             "seed": seed,
         },
     }
@@ -264,6 +277,19 @@ def simulate(
             for i, name in enumerate(names)
         }
     return static, arena, truth
+
+
+def _repeated(static: pd.DataFrame, p: np.ndarray, samples: int, seed: int) -> pd.DataFrame:
+    """``static`` (one answer per cell, success probability ``p``) with ``samples`` answers.
+
+    The given answers are sample 0; samples 1, ... are drawn from a generator of their own
+    (seeded by ``seed``), so the other draws of the seed do not move.
+    """
+    extra = np.random.default_rng([seed, 1]).random((samples - 1, len(p))) < p
+    parts = [static.assign(sample=0)]
+    for k, row in enumerate(extra, start=1):
+        parts.append(static.assign(correct=row.astype(int), sample=k))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _domain_deviation(rng, n_models, n_domains, sd, given):

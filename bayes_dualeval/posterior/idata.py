@@ -235,14 +235,23 @@ def _observed(dataset: Dataset, inputs: ModelInputs) -> tuple[dict, dict, dict]:
         return names[positions] if text else positions.astype(np.int32)
 
     if inputs.has_static:
-        observed["static_y"] = dataset.static_y.astype(np.int8)
+        repeated = bool((dataset.static_n > 1).any())
+        # one answer per cell: labels as before (int8); repeated samples: the counts, and
+        # the answers per cell as ``static_n`` (a run without it has one answer per cell)
+        observed["static_y"] = dataset.static_y.astype(np.int32 if repeated else np.int8)
         dims["static_y"] = ["static_cell"]
+        if repeated:
+            observed["static_n"] = dataset.static_n.astype(np.int32)
+            dims["static_n"] = ["static_cell"]
         labels["static_model"] = ("static_cell", label(dataset.models, dataset.static_model))
         labels["static_item"] = ("static_cell", label(dataset.items, dataset.static_item))
     if inputs.has_arena:
         observed["arena_z"] = dataset.arena_z
         observed["arena_reward"] = dataset.arena_reward
         dims["arena_z"] = dims["arena_reward"] = ["arena_cell"]
+        if (dataset.arena_n > 1).any():  # rewards averaged per cell (repeated samples)
+            observed["arena_n"] = dataset.arena_n.astype(np.int32)
+            dims["arena_n"] = ["arena_cell"]
         labels["arena_model"] = ("arena_cell", label(dataset.models, dataset.arena_model))
         labels["arena_item"] = ("arena_cell", label(dataset.items, dataset.arena_item))
     return observed, dims, labels

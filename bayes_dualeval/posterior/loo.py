@@ -48,8 +48,8 @@ BAD_K = 0.7
 #: Fewest draws a posterior needs for PSIS-LOO (a point fit has one).
 MIN_DRAWS = 20
 #: Observed-data variables (with their cell coordinates) behind the fingerprint.
-_OBSERVED = ("static_y", "static_model", "static_item", "arena_z", "arena_reward",
-             "arena_model", "arena_item")  # fmt: skip
+_OBSERVED = ("static_y", "static_n", "static_model", "static_item", "arena_z", "arena_reward",
+             "arena_n", "arena_model", "arena_item")  # fmt: skip
 
 
 def _digest(values) -> str:
@@ -67,7 +67,8 @@ def data_fingerprint(idata) -> dict:
 
     Components: ``models`` (the posterior's model labels, in order), ``items`` (item labels
     and kinds), and each observed-data variable and cell coordinate (``static_y``,
-    ``arena_z``, ``arena_reward`` and the model and item label of every cell). Two runs
+    ``static_n`` and ``arena_n`` where answers repeat, ``arena_z``, ``arena_reward`` and
+    the model and item label of every cell). Two runs
     fitted to the same files with the same normalisation and kinds have equal fingerprints.
 
     Returns

@@ -63,12 +63,18 @@ def ranks(theta: np.ndarray) -> np.ndarray:
 
 
 def observed_by_model(dataset: Dataset) -> pd.DataFrame:
-    """Per model: static accuracy, mean normalised reward and counts of each kind."""
+    """Per model: static accuracy, mean normalised reward and counts of each kind.
+
+    Counts are answers (``n_static``) and rewards (``n_arena``), repeated samples counted.
+    """
     m = dataset.n_models
-    n_static = np.bincount(dataset.static_model, minlength=m)
-    n_arena = np.bincount(dataset.arena_model, minlength=m)
+    n_static = np.bincount(dataset.static_model, weights=dataset.static_n, minlength=m)
+    n_arena = np.bincount(dataset.arena_model, weights=dataset.arena_n, minlength=m)
     correct = np.bincount(dataset.static_model, weights=dataset.static_y, minlength=m)
-    reward = np.bincount(dataset.arena_model, weights=dataset.arena_z, minlength=m)
+    reward = np.bincount(
+        dataset.arena_model, weights=dataset.arena_z * dataset.arena_n, minlength=m
+    )
+    n_static, n_arena = n_static.astype(np.int64), n_arena.astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return pd.DataFrame(
             {

@@ -107,6 +107,12 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
     def values(name: str, dtype) -> np.ndarray:
         return frozen(obs[name].values if name in obs.data_vars else [], dtype)
 
+    def answers(name: str, cells: str) -> np.ndarray:  # absent: one answer per cell
+        if name in obs.data_vars:
+            return values(name, np.int32)
+        size = obs[cells].size if cells in obs.data_vars else 0
+        return frozen(np.ones(size), np.int32)
+
     return Dataset(
         models=frozen(models),
         items=frozen(items),
@@ -117,10 +123,12 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
         groups=frozen(groups),
         static_model=index("static_model"),
         static_item=index("static_item"),
-        static_y=values("static_y", np.int8),
+        static_y=values("static_y", np.int32),
+        static_n=answers("static_n", "static_y"),
         arena_model=index("arena_model"),
         arena_item=index("arena_item"),
         arena_reward=values("arena_reward", np.float64),
+        arena_n=answers("arena_n", "arena_z"),
         arena_z=values("arena_z", np.float64),
         reward_norm=data["reward_norm"],
         skipped=MappingProxyType(dict(data.get("skipped", {}))),

@@ -112,9 +112,9 @@ def _at_cells(data_model, data_item, values, n_items: int, model, item) -> np.nd
 
 
 def _observed_static(run: FittedRun, model, item) -> np.ndarray:
-    """The label of each static cell, where the data have it."""
+    """The label of each static cell (its share correct of repeated answers), where known."""
     ds = run.dataset
-    labels = ds.static_y.astype(float)
+    labels = ds.static_share
     return _at_cells(ds.static_model, ds.static_item, labels, ds.n_items, model, item)
 
 

@@ -150,14 +150,18 @@ def arena_key(dataset: Dataset) -> pd.MultiIndex:
 
 
 def empirical_baseline(dataset: Dataset) -> np.ndarray:
-    """Per static cell: ``y (1 - acc_model * acc_item)`` from empirical accuracies."""
+    """Per static cell: ``y (1 - acc_model * acc_item)`` from empirical accuracies.
+
+    ``y`` is the cell's share of correct answers (its label with one answer); accuracies
+    count every answer.
+    """
     m, q = dataset.static_model, dataset.static_item
-    y = dataset.static_y.astype(np.float64)
-    acc_m = np.bincount(m, weights=y, minlength=dataset.n_models) / np.maximum(
-        np.bincount(m, minlength=dataset.n_models), 1
+    y, k, n = dataset.static_share, dataset.static_y, dataset.static_n
+    acc_m = np.bincount(m, weights=k, minlength=dataset.n_models) / np.maximum(
+        np.bincount(m, weights=n, minlength=dataset.n_models), 1
     )
-    acc_q = np.bincount(q, weights=y, minlength=dataset.n_items) / np.maximum(
-        np.bincount(q, minlength=dataset.n_items), 1
+    acc_q = np.bincount(q, weights=k, minlength=dataset.n_items) / np.maximum(
+        np.bincount(q, weights=n, minlength=dataset.n_items), 1
     )
     return y * (1.0 - acc_m[m] * acc_q[q])
 

@@ -108,7 +108,7 @@ def _patterns(doc: Markup, ctx: ReportContext, shown: pd.DataFrame) -> None:
             {
                 "title": f"{row['item']} ({row['flags'].replace(';', ', ')})",
                 "ability": ability[ds.static_model[cells]],
-                "outcome": ds.static_y[cells].astype(float),
+                "outcome": ds.static_share[cells],
                 "grid": grid,
                 "fitted": fitted,
             }
