@@ -33,6 +33,8 @@ MAX_RECORD_BYTES = 64 * 2**20
 MAX_RATIO = 200
 #: zip's compression method number for zstd (written by inspect_ai since 0.3.2xx).
 ZIP_ZSTD = 93
+#: How much of a file harnesses recognise it by.
+HEAD_BYTES = 65536
 _CHUNK = 2**20
 
 
@@ -40,10 +42,10 @@ def _too_big(where: str) -> InputError:
     return InputError(f"{where}: record larger than {MAX_RECORD_BYTES // 2**20} MiB, refused")
 
 
-def head(path: Path, n: int = 65536) -> bytes:
-    """The first ``n`` bytes of ``path`` (what harnesses are recognised by)."""
+def head(path: Path) -> bytes:
+    """The first :data:`HEAD_BYTES` of ``path`` (what harnesses are recognised by)."""
     with path.open("rb") as fh:
-        return fh.read(n)
+        return fh.read(HEAD_BYTES)
 
 
 def first_json_line(data: bytes):

@@ -39,8 +39,7 @@ _MARKS = ("resps", "filtered_resps", "arguments", "doc")
 
 def claims(path: Path, head: bytes) -> bool:
     """A JSONL file whose first line has ``doc_id`` and a logged response or document."""
-    line = head.lstrip().split(b"\n", 1)
-    if len(line) == 2 or len(head) < 65536:
+    if b"\n" in head.lstrip() or len(head) < limits.HEAD_BYTES:
         row = limits.first_json_line(head)
         return isinstance(row, dict) and "doc_id" in row and any(k in row for k in _MARKS)
     # a first line longer than the head: look for the fields themselves
