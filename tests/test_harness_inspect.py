@@ -288,3 +288,28 @@ def test_a_json_log_over_the_cap_is_refused(tmp_path, monkeypatch):
         InputError, match=r"big\.json: JSON log larger than .* inspect log convert"
     ):
         read_paths([log])
+
+
+@needs_zstd
+def test_a_corrupt_zstd_member_is_one_line(tmp_path):
+    log = tmp_path / "z.eval"
+    data = bytearray((LOGS / "inspect-0.eval").read_bytes())
+    with zipfile.ZipFile(LOGS / "inspect-0.eval") as zf:
+        info = zf.getinfo("summaries.json")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + 50
+    data[start : start + 64] = bytes(64)
+    log.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"z\.eval:summaries\.json: corrupt"):
+        read_paths([log])
+
+
+def test_zstd_logs_without_zstandard_say_what_to_install(monkeypatch):
+    import sys
+
+    if hasattr(zipfile, "ZIP_ZSTANDARD"):
+        pytest.skip("this Python reads zstd zips itself")
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # import fails
+    with pytest.raises(
+        InputError, match=r"inspect-0\.eval:header\.json: zstd-compressed .*\[harness\]"
+    ):
+        read_paths([LOGS / "inspect-0.eval"])
