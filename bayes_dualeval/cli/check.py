@@ -29,6 +29,10 @@ from bayes_dualeval.model.config import ModelConfig
 def check(data, reward_norm, style, families, skip_invalid, bb_ratio, tie_ratio):
     """Load and validate DATA (files or folders) and print a summary, without fitting.
 
+    Evaluation harnesses' files (inspect_ai logs, lm-evaluation-harness samples, HELM
+    runs, AlpacaEval annotations, Arena-Hard and MT-Bench judgments) are summarised per
+    harness: files, models, tasks, samples, judges, and what was skipped and why.
+
     \b
     Example:
         bayes-dualeval check data/ ../more/arena.jsonl --reward-norm global
@@ -36,9 +40,13 @@ def check(data, reward_norm, style, families, skip_invalid, bb_ratio, tie_ratio)
     from bayes_dualeval.data.distill import distill
     from bayes_dualeval.data.load import load
 
+    reports: list = []
     ds = load(
-        data, reward_norm=reward_norm, skip_invalid=skip_invalid, style=style, families=families
-    )
+        data, reward_norm=reward_norm, skip_invalid=skip_invalid, style=style,
+        families=families, report_to=reports,
+    )  # fmt: skip
+    for name, tally in reports[0].harnesses.items():
+        click.echo("\n".join(tally.lines(name)))
     click.echo(ds.summary())
     if len(ds.arena_items):
         p = distill(ds, bb_ratio=bb_ratio, tie_ratio=tie_ratio)

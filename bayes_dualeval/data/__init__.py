@@ -2,6 +2,9 @@
 
 - :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL and CSV rows
   (:func:`~bayes_dualeval.data.readers.read_paths`).
+- :mod:`~bayes_dualeval.data.harness`: what evaluation harnesses write (inspect_ai logs,
+  lm-evaluation-harness samples, HELM runs, AlpacaEval, Arena-Hard and MT-Bench judgments), one
+  module per harness, recognised by content and read as the same rows.
 - :mod:`~bayes_dualeval.data.values`: one field's checks and conversion, shared by every
   reader.
 - :mod:`~bayes_dualeval.data.parquet`: Parquet files (optional pyarrow), the same rules

@@ -22,6 +22,7 @@ def load(
     skip_invalid: bool = False,
     style=(),
     families=None,
+    report_to: list | None = None,
 ) -> Dataset:
     """Load static and arena files into a :class:`Dataset`.
 
@@ -41,6 +42,9 @@ def load(
     families : str, Path or mapping, optional
         Model families: a CSV with columns ``model_label`` and ``family``, or a mapping
         from model to family; they replace the rows' ``family`` fields.
+    report_to : list, optional
+        The reading's :class:`~bayes_dualeval.data.readers.ReadReport` (files, skips, what
+        each evaluation harness gave) is appended to it.
 
     Returns
     -------
@@ -73,6 +77,8 @@ def load(
         raise InputError(f"style covariates {', '.join(style)} name arena fields, and the data "
                          "hold no arena rows")  # fmt: skip
     ds = Dataset.from_tables(static, arena, reward_norm=reward_norm, report=report)
+    if report_to is not None:  # the reading's counts (per harness), for `check`
+        report_to.append(report)
     if families is None:
         return ds
     mapping = families if isinstance(families, Mapping) else read_families(families)

@@ -38,7 +38,7 @@ import pandas as pd
 
 from bayes_dualeval.core import item_ids
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data import wide
+from bayes_dualeval.data import harness, wide
 from bayes_dualeval.data.values import (
     correct_field,
     counts_fields,
@@ -85,6 +85,12 @@ class ReadReport:
         Rows skipped under ``skip_invalid`` because a value was invalid, per field name.
     models_seen : set of str
         Every model label met, including on rows that were skipped.
+    skipped : Counter
+        Other records or files left out, per reason (a harness log of a failed eval, a
+        sample without a score, an unknown verdict).
+    harnesses : dict
+        What was read from each evaluation harness's files, by harness name
+        (:class:`~bayes_dualeval.data.harness.HarnessTally`).
     """
 
     files: list[str] = field(default_factory=list)
@@ -92,6 +98,8 @@ class ReadReport:
     missing: Counter = field(default_factory=Counter)
     invalid: Counter = field(default_factory=Counter)
     models_seen: set = field(default_factory=set)
+    skipped: Counter = field(default_factory=Counter)
+    harnesses: dict = field(default_factory=dict)
 
 
 def find_files(paths) -> list[tuple[Path, Path]]:
@@ -101,7 +109,9 @@ def find_files(paths) -> list[tuple[Path, Path]]:
     ----------
     paths : iterable of str or Path
         Files, or directories searched recursively for ``*.jsonl``, ``*.csv`` and
-        ``*.parquet``.
+        ``*.parquet``, and for the files of an evaluation harness
+        (:mod:`bayes_dualeval.data.harness`: inspect_ai ``.eval`` logs, AlpacaEval
+        ``annotations.json``, ...), recognised by content.
 
     Returns
     -------
@@ -124,15 +134,18 @@ def find_files(paths) -> list[tuple[Path, Path]]:
                 f
                 for f in p.rglob("*")
                 if f.is_file()
-                and f.suffix.lower() in SUFFIXES
                 and not f.name.lower().endswith(FEATURE_SUFFIX)
                 and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                and (f.suffix.lower() in SUFFIXES or harness.claim(f) is not None)
             )
             found.extend((f, p) for f in files)
-        elif p.suffix.lower() in SUFFIXES:
+        elif p.suffix.lower() in SUFFIXES or harness.claim(p) is not None:
             found.append((p, p.parent))
         else:
-            raise InputError(f"{p}: unsupported file type (expected .jsonl, .csv or .parquet)")
+            raise InputError(
+                f"{p}: unsupported file type (expected .jsonl, .csv or .parquet, or an "
+                "evaluation harness's output)"
+            )
     return found
 
 
@@ -382,7 +395,12 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
     source = Path(os.path.abspath(path)).parent.name or "data"
     rel = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
     folder_domain = rel[0] if len(rel) > 1 else ""
-    if path.suffix.lower() == ".parquet":
+    rows = None
+    if path.suffix.lower() in harness.SUFFIXES:
+        tool = harness.claim(path)
+        if tool is not None:  # a harness's items are its own, whatever the folder
+            rows, source, folder_domain = harness.read(tool, path, report), tool.NAME, ""
+    if rows is None and path.suffix.lower() == ".parquet":
         from bayes_dualeval.data.parquet import read_parquet
 
         kind, table = read_parquet(
@@ -395,14 +413,14 @@ def read_file(path: Path, root: Path, *, skip_invalid: bool = False, report: Rea
         )
         report.files.append(str(path))
         return kind, table
-    if path.suffix.lower() == ".csv" and wide.is_wide(wide.header(path)):
+    if rows is None and path.suffix.lower() == ".csv" and wide.is_wide(wide.header(path)):
         table = wide.read_wide(
             path, source=source, domain=folder_domain, skip_invalid=skip_invalid, report=report
         )
         report.files.append(str(path))
         return ("static" if len(table) else None), table
     kind, records = parse_rows(
-        _rows(path),
+        _rows(path) if rows is None else rows,
         source=source,
         folder_domain=folder_domain,
         where=str(path),
@@ -459,7 +477,10 @@ def read_paths(paths, *, skip_invalid: bool = False, style=()):
     files = find_files(paths)
     if not files:
         shown = ", ".join(str(p) for p in paths)
-        raise InputError(f"no .jsonl, .csv or .parquet input files found in {shown}")
+        raise InputError(
+            f"no .jsonl, .csv or .parquet input files found in {shown} (nor any evaluation "
+            "harness's output)"
+        )
     report = ReadReport()
     tables = {"static": [], "arena": []}
     for path, root in files:

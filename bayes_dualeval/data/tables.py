@@ -89,6 +89,7 @@ def dataset_fields(
         skipped[f"missing {name}"] += n
     for name, n in report.invalid.items():
         skipped[f"invalid {name}"] += n
+    skipped.update(report.skipped)
     static = _empty("correct") if static is None else static
     arena = _empty("reward") if arena is None else arena
 
