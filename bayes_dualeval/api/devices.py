@@ -29,6 +29,17 @@ def started() -> bool:
     return bool(xla_bridge.backends_are_initialized())
 
 
+def _host_devices_set() -> int | None:
+    """The host device count already asked of XLA (``XLA_FLAGS``), or None."""
+    import os
+    import re
+
+    found = re.search(
+        r"xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", "")
+    )
+    return int(found.group(1)) if found else None
+
+
 def start(device: str = "auto", wanted: int = 1, *, compile_cache: bool = True) -> None:
     """Make sure JAX runs with ``wanted`` devices, configuring it if it has not started.
 
@@ -51,11 +62,14 @@ def start(device: str = "auto", wanted: int = 1, *, compile_cache: bool = True) 
     from bayes_dualeval.inference.device import configure
 
     if not started():
-        configure(device, max(wanted, LEAST_HOST_DEVICES), compile_cache=compile_cache)
-        return
+        if _host_devices_set() is None:  # nobody configured JAX: this is the first start
+            configure(device, max(wanted, LEAST_HOST_DEVICES), compile_cache=compile_cache)
+        return  # else the command line (or the user) configured it and it has not started
     import jax
 
     have = jax.local_device_count()
+    if jax.process_count() > 1:  # a run over several hosts: the command line set them
+        return
     if jax.default_backend() == "cpu" and have < wanted and wanted not in _warned:
         _warned.add(wanted)
         warnings.warn(

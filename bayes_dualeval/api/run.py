@@ -214,6 +214,23 @@ class Run:
         self._tables(ci)
         return document.write_report(self.result, target)
 
+    def rewrite(self, *, ci: float | None = None, anomalies=None) -> list[Path]:
+        """Write the tables, ``diagnostics.json`` and report into the run's own folder again.
+
+        ``bayes-dualeval report RUN``: the level and ``anomalies`` setting default to those
+        the run recorded.
+
+        Returns
+        -------
+        list of Path
+            The CSV tables, then the report's files.
+        """
+        from bayes_dualeval.runs import output
+
+        if self.folder is None:
+            raise ValueError("this run has no folder: save it first")
+        return output.rewrite(self.result, self.folder, ci=ci, anomalies=anomalies)
+
     def bank_folder(self) -> Path:
         """A folder holding this run's posterior, for the measurement verbs.
 

@@ -52,22 +52,13 @@ def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
 
     configure("cpu", 1)  # the compiled grid kernels are kept on disk for the next score
 
-    from bayes_dualeval.measure.bank import Bank
-    from bayes_dualeval.measure.output import read_items, write_scores
-    from bayes_dualeval.measure.score import score as score_models
+    from bayes_dualeval import api
 
-    items = None
-    if items_file is not None:
-        items = read_items(items_file)
-    result = score_models(
-        Bank.from_run(bank, max_draws=max_draws),
-        list(data),
-        ci=ci,
-        seed=seed,
-        rescore=rescore,
-        items=items,
+    scored = api.open(bank).score(
+        list(data), ci=ci, seed=seed, draws=max_draws, rescore=rescore, items=items_file
     )
-    path = write_scores(result, out)
+    path = scored.save(out)
+    result = scored.result
     new = result.scores[result.scores["new"]]
     for row in new.itertuples():
         fit = "" if row.fit_p != row.fit_p else f", fit_p {row.fit_p:.3f}"
