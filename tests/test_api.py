@@ -109,6 +109,15 @@ def test_run_tables_repr_and_round_trip(small, tmp_path):
     assert len(fig.axes[0].get_yticklabels()) == 5
 
 
+def test_one_default_interval_level():
+    from bayes_dualeval.runs import output
+
+    assert bd.api.DEFAULT_CI == output.DEFAULT_CI == 0.95
+    for command in ("fit", "score", "predict"):
+        ci = next(p for p in cli.commands[command].params if p.name == "ci")
+        assert ci.default == 0.95, command
+
+
 def test_a_misspelt_option_names_the_valid_ones(small):
     root, _ = small
     with pytest.raises(ConfigError, match="'drawz'.*did you mean 'draws'.*chains"):

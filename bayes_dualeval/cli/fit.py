@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from bayes_dualeval.api.run import DEFAULT_CI
 from bayes_dualeval.cli.options import (
     Sectioned,
     SectionOption,
@@ -58,7 +59,7 @@ def _run_option(*decls, **kwargs):
 @_run_option(
     "--ci",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.95,
+    default=DEFAULT_CI,
     show_default=True,
     help="Credible interval level of every table.",
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from bayes_dualeval.api.run import DEFAULT_CI
 from bayes_dualeval.cli.shared import CONTEXT, clean_errors
 
 
@@ -84,7 +85,7 @@ def _costs(path: str, models) -> list[float]:
 @click.option(
     "--ci",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.9,
+    default=DEFAULT_CI,
     show_default=True,
     help="Level of the intervals.",
 )
