@@ -118,6 +118,17 @@ def test_one_default_interval_level():
         assert ci.default == 0.95, command
 
 
+def test_the_effective_model_is_named_with_its_abilities():
+    from bayes_dualeval.model.config import load_spec
+
+    spec = load_spec("dualeval-2pl")
+    assert bd.api.model_name(spec) == "dualeval-2pl (mode both, 2pl)"
+    two = bd.api.model_name(spec.replace(dims=2))
+    assert two == "dualeval-2pl (mode both, 2pl, 2 ability dimensions)"
+    by_domain = bd.api.model_name(spec.replace(abilities="domain", irt="3pl"))
+    assert by_domain == "dualeval-2pl (mode both, 3pl, an ability per domain)"
+
+
 def test_a_misspelt_option_names_the_valid_ones(small):
     root, _ = small
     with pytest.raises(ConfigError, match="'drawz'.*did you mean 'draws'.*chains"):

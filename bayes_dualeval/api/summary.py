@@ -1,8 +1,8 @@
 """What a run says about itself: its effective model, typed diagnostics, and HTML.
 
-:func:`model_name` is the one sentence naming the model a run fitted (specification plus
-the settings that change what it measures: mode, link, ability dimensions or domain
-abilities); :class:`Diagnostics` is ``diagnostics.json`` as a typed, frozen object.
+:func:`~bayes_dualeval.report.context.model_name` (re-exported here) is the one sentence
+naming the model a run fitted, as the report's header and the command line say it;
+:class:`Diagnostics` is ``diagnostics.json`` as a typed, frozen object.
 """
 
 from __future__ import annotations
@@ -13,34 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from bayes_dualeval.posterior.convergence import Convergence
+from bayes_dualeval.report.context import model_name
 
-
-def model_name(config) -> str:
-    """The effective model of a run in words, e.g. ``dualeval-2pl (mode both, 2pl)``.
-
-    Parameters
-    ----------
-    config : ModelConfig
-        The run's specification with its overrides.
-
-    Returns
-    -------
-    str
-        The specification's name, then its mode and link, then ``2 ability dimensions``
-        or ``an ability per domain`` where the fit has more than one ability per model.
-
-    Examples
-    --------
-    >>> from bayes_dualeval.model.config import load_spec
-    >>> model_name(load_spec("dualeval-2pl").replace(dims=2))
-    'dualeval-2pl (mode both, 2pl, 2 ability dimensions)'
-    """
-    parts = [f"mode {config.mode}", config.irt]
-    if config.dims > 1:
-        parts.append(f"{config.dims} ability dimensions")
-    if config.abilities == "domain":
-        parts.append("an ability per domain")
-    return f"{config.name} ({', '.join(parts)})"
+__all__ = ["Diagnostics", "leaderboard_html", "model_name", "verdict"]
 
 
 @dataclass(frozen=True)
