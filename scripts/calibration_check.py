@@ -14,19 +14,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from test_recovery import A_TRUE, B_TRUE, calibration_data  # noqa: E402
-
-from bayes_dualeval.inference.sampling import SamplerSettings  # noqa: E402
-from bayes_dualeval.model.config import load_spec  # noqa: E402
-from bayes_dualeval.runs.fit import fit  # noqa: E402
-from bayes_dualeval.validation.reference import mml_2pl  # noqa: E402
+from bayes_dualeval.inference.sampling import SamplerSettings
+from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.runs.fit import fit
+from bayes_dualeval.validation.reference import A_TRUE, B_TRUE, calibration_data, mml_2pl
 
 
 def main(argv=None) -> int:

@@ -25,16 +25,6 @@ import numpy as np
 import pandas as pd
 
 
-def reverse_keys(static: pd.DataFrame, share: float, rng) -> set[str]:
-    """Reverse the key of ``share`` of the questions in place; their item ids."""
-    ids = static["dataset"] + "_" + static["sample_index"].astype(str)
-    unique = ids.unique()
-    chosen = set(rng.choice(unique, int(round(share * len(unique))), replace=False))
-    flip = ids.isin(chosen)
-    static.loc[flip, "correct"] = 1 - static.loc[flip, "correct"]
-    return chosen
-
-
 def one(shape: str, seed: int, args) -> dict:
     from bayes_dualeval.checks import CheckOptions, item_table
     from bayes_dualeval.data.dataset import Dataset
@@ -45,6 +35,8 @@ def one(shape: str, seed: int, args) -> dict:
 
     n_models, n_items = (int(v) for v in shape.split("x"))
     static, _, _ = simulate(n_models, n_items, 0, guess=args.guess, seed=3000 + seed)
+    from bayes_dualeval.validation.audit import reverse_keys
+
     planted = reverse_keys(static, args.share, np.random.default_rng(3000 + seed))
     ds = Dataset.from_frames(static=static, source="bench")
     config = load_spec(f"dualeval-{args.irt}").replace(mode="static")

@@ -61,12 +61,14 @@ def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
     path = scored.save(out)
     result = scored.result
     new = result.scores[result.scores["new"]]
+    # ranks are among every row: with --rescore a bank model is there twice
+    among = f" ({len(result.scores) - len(new)} bank + {len(new)} scored)" if rescore else ""
     for row in new.itertuples():
         fit = "" if row.fit_p != row.fit_p else f", fit_p {row.fit_p:.3f}"
         click.echo(
             f"{row.model}: theta {row.theta_mean:+.2f} [{row.theta_lo:+.2f}, "
             f"{row.theta_hi:+.2f}], rank {row.rank_lo:.0f}-{row.rank_hi:.0f} of "
-            f"{len(result.scores)}{fit}"
+            f"{len(result.scores)}{among}{fit}"
         )
     for text in result.warnings:
         click.echo(f"warning: {text}", err=True)

@@ -275,3 +275,27 @@ def plant_static(
     planted_dataset = Dataset.from_tables(static, arena, reward_norm=dataset.reward_norm)
     planted = static_key(planted_dataset).isin(static_key(dataset)[chosen])
     return planted_dataset, np.asarray(planted, dtype=bool)
+
+
+def reverse_keys(static: pd.DataFrame, share: float, rng) -> set[str]:
+    """Reverse the answer key of ``share`` of the questions of ``static``, in place.
+
+    Parameters
+    ----------
+    static : pandas.DataFrame
+        Static rows (``dataset``, ``sample_index``, ``correct``), as the simulator draws them.
+    share : float
+        Share of the distinct questions whose labels are flipped (``correct -> 1 - correct``).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    set of str
+        The ids (``<dataset>_<sample_index>``) of the questions reversed.
+    """
+    ids = static["dataset"] + "_" + static["sample_index"].astype(str)
+    unique = ids.unique()
+    chosen = set(rng.choice(unique, int(round(share * len(unique))), replace=False))
+    flip = ids.isin(chosen)
+    static.loc[flip, "correct"] = 1 - static.loc[flip, "correct"]
+    return chosen
