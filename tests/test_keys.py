@@ -1,6 +1,6 @@
 """The miskeyed flag of items.csv (checks/keys.py): planted reversed keys are found.
 
-Seeds 11 and 12 are not used by ``scripts/miskey_study.py`` (3000+). MAP fits keep the test
+Seeds 11 and 12 are not used by ``scripts/studies/miskey_study.py`` (3000+). MAP fits keep the test
 fast; the study's tables (docs/auditing.md#items) are the measured recall and precision.
 """
 

@@ -1,6 +1,6 @@
 """Parameter recovery on simulated data with known truth, and a classic MML check.
 
-Sizes are small so the default suite stays fast; ``scripts/coverage_study.py`` runs the
+Sizes are small so the default suite stays fast; ``scripts/studies/coverage_study.py`` runs the
 full interval-coverage study.
 """
 

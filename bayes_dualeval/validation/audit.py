@@ -8,7 +8,7 @@ score ranks them: :func:`auroc` (the chance that a planted cell outranks a clean
 :func:`plant_arena` applies DualEval's arena contamination protocol (2.0 added to the
 z-score of a few low-reward cells); :func:`empirical_baseline` and :func:`twoway_residual`
 are the simple scores a model must beat. Used by ``tests/test_cells.py`` and
-``scripts/cell_audit_study.py``.
+``scripts/studies/cell_audit_study.py``.
 """
 
 from __future__ import annotations
