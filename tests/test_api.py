@@ -6,6 +6,7 @@ NUTS bank (the bank of tests/test_score.py, so its programs come from the compil
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -59,6 +60,43 @@ def test_import_does_not_start_jax():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+
+
+def test_the_api_makes_host_devices_when_it_starts_jax():
+    code = (
+        "from bayes_dualeval.api import devices; devices.start('cpu', 2, compile_cache=False); "
+        "import jax; print(jax.local_device_count())"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) == devices_least()
+
+
+def devices_least() -> int:
+    from bayes_dualeval.api.devices import LEAST_HOST_DEVICES
+
+    return LEAST_HOST_DEVICES
+
+
+def test_jax_started_by_someone_else_gets_one_warning_with_the_fix():
+    code = (
+        "import warnings, jax; jax.devices()\n"
+        "from bayes_dualeval.api import devices\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    devices.start('cpu', 4); devices.start('cpu', 4)\n"
+        "print(len(caught)); print(caught[0].message)"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    count, message = out.stdout.strip().split("\n", 1)
+    assert count == "1"
+    assert "numpyro.set_host_device_count(4)" in message and "1 CPU device" in message
 
 
 def test_fit_in_python_and_on_the_command_line_writes_the_same_run(small, tmp_path):

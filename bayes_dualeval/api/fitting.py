@@ -254,11 +254,10 @@ def simulate(out: str | Path | None = None, *, force: bool = False, **options) -
     from bayes_dualeval.model.simulate import write
 
     static, arena, truth = draw(**options)
-    folder = None
-    if out is not None:
-        write(out, static, arena, truth, force=force)
-        folder = Path(out)
-    return Simulated(static, arena, truth, folder)
+    if out is None:
+        return Simulated(static, arena, truth)
+    files = tuple(write(out, static, arena, truth, force=force))
+    return Simulated(static, arena, truth, Path(out), files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,12 +272,15 @@ class Simulated:
         The true abilities and item parameters.
     folder : Path or None
         Where the files were written.
+    files : tuple of Path
+        The files written.
     """
 
     static: pd.DataFrame
     arena: pd.DataFrame
     truth: dict
     folder: Path | None = None
+    files: tuple = ()
 
 
 def open(run_dir: str | Path) -> Run:  # noqa: A001 - bd.open, as the issue names it
