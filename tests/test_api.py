@@ -197,6 +197,7 @@ def test_score_compress_predict_equal_the_commands(bank, tmp_path):
     assert res.exit_code == 0, res.output
     assert pd.read_csv(tmp_path / "short.csv")["item"].tolist() == short.items["item"].tolist()
     assert len(short.items) == 20
+    assert any("NOT CONVERGED" in w for w in short.warnings)
 
     models = list(run.dataset.models[:2])
     items = list(run.dataset.items[:3])

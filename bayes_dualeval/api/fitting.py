@@ -55,7 +55,7 @@ def load(data, *, reward_norm: str = "source", skip_invalid: bool = False) -> Da
     >>> import bayes_dualeval as bd
     >>> ds = bd.load("data/")
     >>> ds.models[:2].tolist()
-    ['atlas-70b', 'gpt-4o']
+    ['atlas-70b', 'borealis-8b']
     """
     from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.data.dataset import load as load_files
@@ -187,7 +187,7 @@ def fit(
     >>> import bayes_dualeval as bd
     >>> run = bd.fit("data/", sampler="map")
     >>> run.leaderboard()["model"].iloc[0]
-    'atlas-70b'
+    'delta-13b'
     """
     from bayes_dualeval.api.devices import start
     from bayes_dualeval.api.run import Run
@@ -248,7 +248,7 @@ def simulate(out: str | Path | None = None, *, force: bool = False, **options) -
     >>> import bayes_dualeval as bd
     >>> sim = bd.simulate(n_models=5, n_static=20, n_arena=8, seed=1)
     >>> sorted(sim.static.columns)[:3]
-    ['correct', 'domain', 'item']
+    ['correct', 'dataset', 'domain']
     """
     from bayes_dualeval.model.simulate import simulate as draw
     from bayes_dualeval.model.simulate import write

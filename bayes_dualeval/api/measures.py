@@ -112,9 +112,12 @@ class ShortForm:
     ----------
     items : pandas.DataFrame
         ``item, source, kind, b_mean, a_mean, information, weight``: one row per item kept.
+    warnings : list of str
+        A NOT CONVERGED line when the bank did not converge.
     """
 
     items: pd.DataFrame
+    warnings: list = field(default_factory=list)
 
     def save(self, path: str | Path) -> Path:
         """Write the table as CSV (``score(items=path)`` reads it back)."""
@@ -152,7 +155,7 @@ def compress(run, n: int, *, for_: str = "ranking", per_source: bool = False,
     from bayes_dualeval.measure.compress import compress as compress_bank
 
     table = compress_bank(_bank(run), n, per_source=per_source, seed=seed, purpose=for_)
-    return ShortForm(table)
+    return ShortForm(table, _caveat(run))
 
 
 @dataclass
@@ -169,6 +172,8 @@ class AdaptiveTest:
         The same models asked in a random order (unless ``select="random"``).
     select : str
         The selection rule.
+    warnings : list of str
+        A NOT CONVERGED line when the bank did not converge.
     """
 
     summary: pd.DataFrame
@@ -176,6 +181,7 @@ class AdaptiveTest:
     baseline: object
     select: str
     result: object = field(repr=False)
+    warnings: list = field(default_factory=list)
 
     def save(self, out: str | Path) -> Path:
         """Write the folder ``bayes-dualeval adaptive`` writes."""
@@ -219,7 +225,7 @@ def adaptive(run, oracle_data, *, select: str = "fisher", target_se: float = 0.3
     baseline = None
     if select != "random":
         baseline = run_adaptive(bank, oracle, select="random", **options)
-    return AdaptiveTest(result.summary, result.trace, baseline, select, result)
+    return AdaptiveTest(result.summary, result.trace, baseline, select, result, _caveat(run))
 
 
 @dataclass
@@ -232,10 +238,13 @@ class Predictions:
         ``predictions.csv`` (or ``routing.csv``).
     summary : dict
         With :func:`route`: mean success routed, of the best single model and the oracle.
+    warnings : list of str
+        A NOT CONVERGED line when the run did not converge.
     """
 
     table: pd.DataFrame
     summary: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     def save(self, path: str | Path) -> Path:
         """Write the table as CSV, atomically."""
@@ -280,7 +289,7 @@ def predict(run, models=None, items=None, *, cells: pd.DataFrame | None = None,
         cells = pd.DataFrame(
             {"model": np.repeat(models, len(items)), "item": np.tile(items, len(models))}
         )
-    return Predictions(pr.predict(fitted, cells, ci=ci))
+    return Predictions(pr.predict(fitted, cells, ci=ci), warnings=_caveat(run))
 
 
 def route(run, models=None, items=None, *, cost=None, cost_weight: float = 1.0,
@@ -312,4 +321,4 @@ def route(run, models=None, items=None, *, cost=None, cost_weight: float = 1.0,
     q = pr.indices(list(ds.items) if items is None else list(items), ds.items, "item")
     costs = None if cost is None else np.asarray(cost, float)
     table, summary = pr.route(fitted, m, q, cost=costs, cost_weight=cost_weight, ci=ci)
-    return Predictions(table, summary)
+    return Predictions(table, summary, _caveat(run))

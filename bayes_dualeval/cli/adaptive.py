@@ -69,4 +69,6 @@ def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
             f"mean items: {select} {result.summary['n_items'].mean():.1f}, "
             f"random {baseline.summary['n_items'].mean():.1f}"
         )
+    for text in test.warnings:
+        click.secho(f"warning: {text}", err=True, fg="red")
     click.echo(f"wrote {path}")

@@ -49,6 +49,8 @@ def compress(run_dir, n_items, per_source, purpose, out, seed):
     from bayes_dualeval import api
 
     short = api.open(run_dir).compress(n_items, for_=purpose, per_source=per_source, seed=seed)
+    for text in short.warnings:
+        click.secho(f"warning: {text}", err=True, fg="red")
     if out is None:
         click.echo(short.items.to_string(index=False))
     else:

@@ -149,10 +149,11 @@ def predict(run_dir, cells, model_list, item_list, route, cost, cost_weight, ci,
         wanted = None
         if cells is not None:
             wanted = read_table(cells, ("model", "item"), "the cells file")
-        table = run.predict(models, items, cells=wanted, ci=ci).table
-        target = api.Predictions(table).save(
-            Path(out) if out else Path(run_dir) / "predictions.csv"
-        )
+        predicted = run.predict(models, items, cells=wanted, ci=ci)
+        table = predicted.table
+        target = predicted.save(Path(out) if out else Path(run_dir) / "predictions.csv")
         seen = int(table["observed"].notna().sum())
         click.echo(f"predicted {len(table):,} cells ({seen:,} of them in the data)")
+    for text in (routed if route else predicted).warnings:
+        click.secho(f"warning: {text}", err=True, fg="red")
     click.echo(f"wrote {target}")
