@@ -2,7 +2,7 @@
 
 The fitted test uses one small simulated panel with two ability dimensions (two domains,
 each loading 0.9 on its own dimension); recovery and the comparison with one dimension on
-larger panels are in scripts/dimension_study.py and docs/validation.md.
+larger panels are in scripts/studies/dimension_study.py and docs/validation.md.
 """
 
 import json

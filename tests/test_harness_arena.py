@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data.load import load
 from bayes_dualeval.data.harness import alpaca_eval, arena_hard, claim, limits, mt_bench
+from bayes_dualeval.data.load import load
 from bayes_dualeval.data.readers import read_paths
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness"

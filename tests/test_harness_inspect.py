@@ -1,4 +1,4 @@
-"""inspect_ai .eval logs: the real logs of scripts/harness_fixtures.py, and crafted bad ones."""
+"""inspect_ai .eval logs: the real logs of scripts/tools/harness_fixtures.py, and crafted bad ones."""
 
 import json
 import tracemalloc
@@ -17,7 +17,7 @@ from bayes_dualeval.data.readers import ReadReport, find_files, read_paths
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness"
 LOGS = FIXTURES / "inspect"
-#: What scripts/harness_fixtures.py's mock models answer right, of questions 1-6.
+#: What scripts/tools/harness_fixtures.py's mock models answer right, of questions 1-6.
 RIGHT = {"mockllm/model-a": 6, "mockllm/model-b": 4, "mockllm/model-c": 2}
 
 needs_zstd = pytest.mark.skipif(

@@ -1,12 +1,10 @@
 """The miskeyed flag of items.csv (checks/keys.py): planted reversed keys are found.
 
-Seeds 11 and 12 are not used by ``scripts/miskey_study.py`` (3000+). MAP fits keep the test
+Seeds 11 and 12 are not used by ``scripts/studies/miskey_study.py`` (3000+). MAP fits keep the test
 fast; the study's tables (docs/auditing.md#items) are the measured recall and precision.
 """
 
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +16,7 @@ from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.runs.fit import fit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from miskey_study import reverse_keys  # noqa: E402
+from bayes_dualeval.validation.audit import reverse_keys
 
 MAP = SamplerSettings(sampler="map", seed=0, progress=False)
 

@@ -54,9 +54,9 @@ def test_static_predictions_are_the_posterior_success_probability(domain_run):
         d = domains.index(str(idata.constant_data["item_domain"].values[q]))
         p = 1.0 / (1.0 + np.exp(-a[:, q] * (theta_domain[:, m, d] - b[:, q])))
         assert row.p_mean == pytest.approx(p.mean(), abs=1e-5)
-        lo, hi = np.quantile(p, [0.05, 0.95])
+        lo, hi = np.quantile(p, [0.025, 0.975])
         assert (row.p_lo, row.p_hi) == pytest.approx((lo, hi), abs=1e-5)
-    assert (static["ci"] == 0.9).all()
+    assert (static["ci"] == 0.95).all()  # the one default level
 
 
 def test_observed_is_the_label_where_the_data_had_the_cell(domain_run):

@@ -1,6 +1,6 @@
 """Parameter recovery on simulated data with known truth, and a classic MML check.
 
-Sizes are small so the default suite stays fast; ``scripts/coverage_study.py`` runs the
+Sizes are small so the default suite stays fast; ``scripts/studies/coverage_study.py`` runs the
 full interval-coverage study.
 """
 
@@ -18,7 +18,7 @@ from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior.convergence import LIMITS
 from bayes_dualeval.posterior.diagnostics import per_parameter
 from bayes_dualeval.runs.fit import fit
-from bayes_dualeval.validation.reference import mml_2pl
+from bayes_dualeval.validation.reference import calibration_data, mml_2pl
 
 
 def _dataset(n_models, n_static, n_arena, seed, missing=0.0, **reward):
@@ -128,26 +128,6 @@ def test_svi_and_map_order_models_like_the_truth(sampler):
 
 
 # -- classic calibration: many examinees, few items, against marginal maximum likelihood --
-
-
-A_TRUE = np.array([0.8, 1.2, 1.5, 1.0, 2.0])
-B_TRUE = np.array([-1.0, -0.3, 0.0, 0.6, 1.2])
-
-
-def calibration_data(rng, n=1000):
-    """A thousand examinees (the "models") answering the same five items."""
-    theta = rng.normal(size=n)
-    p = 1 / (1 + np.exp(-A_TRUE * (theta[:, None] - B_TRUE)))
-    y = (rng.random((n, len(A_TRUE))) < p).astype(int)
-    frame = pd.DataFrame(
-        {
-            "model_label": np.repeat([f"examinee{i:04d}" for i in range(n)], len(A_TRUE)),
-            "dataset": "quiz",
-            "sample_index": np.tile(np.arange(len(A_TRUE)), n),
-            "correct": y.ravel(),
-        }
-    )
-    return y, Dataset.from_frames(static=frame, source="calib")
 
 
 def test_independent_prior_matches_marginal_maximum_likelihood():

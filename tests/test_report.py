@@ -40,7 +40,7 @@ from bayes_dualeval.runs import load, output
 from bayes_dualeval.runs.fit import FitResult, fit, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKER = ROOT / "scripts" / "check_report.py"
+CHECKER = ROOT / "scripts" / "tools" / "check_report.py"
 EVIL = "<script>alert(1)</script>"
 RED = 'class="banner banner-error"'
 

@@ -211,7 +211,7 @@ def test_flipped_answers_misfit_the_bank(setup, tmp_path):
     """A tiny bank (10 models) knows its items roughly: the test is paired, not absolute.
 
     The calibrated false-alarm rate and power on larger banks are measured by
-    scripts/score_study.py (docs/measurement.md).
+    scripts/studies/score_study.py (docs/measurement.md).
     """
     root, bank, *_ = setup
     frame = pd.read_json(root / "new_data" / "bench" / "static.jsonl", lines=True)

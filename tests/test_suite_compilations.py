@@ -1,12 +1,8 @@
-"""scripts/suite_compilations.py: its records are read across workers and summed right."""
+"""The suite's compilation records (scripts/tools/suite_compilations.py): read and summed right."""
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-import suite_compilations  # noqa: E402
+from bayes_dualeval.validation import compilations as suite_compilations
 
 
 def _write(path, rows):

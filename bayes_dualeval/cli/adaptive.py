@@ -51,18 +51,14 @@ def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
 
     configure("cpu", 1, compile_cache=False)
 
-    from bayes_dualeval.measure.adaptive import adaptive as run_adaptive
-    from bayes_dualeval.measure.bank import Bank, responses
-    from bayes_dualeval.measure.output import write_adaptive
+    from bayes_dualeval import api
 
-    the_bank = Bank.from_run(bank)
-    oracle = responses(list(data), the_bank, rescore=True)
-    options = {"target_se": target_se, "max_items": max_items, "seed": seed}
-    result = run_adaptive(the_bank, oracle, select=select, exposure=exposure, **options)
-    baseline = None
-    if select != "random":
-        baseline = run_adaptive(the_bank, oracle, select="random", **options)
-    path = write_adaptive(result, baseline, out, select=select)
+    test = api.open(bank).adaptive(
+        list(data), select=select, target_se=target_se, max_items=max_items,
+        exposure=exposure, seed=seed,
+    )  # fmt: skip
+    path = test.save(out)
+    result, baseline = test.result, test.baseline
     for row in result.summary.itertuples():
         click.echo(
             f"{row.model}: {row.n_items} items, theta {row.theta_mean:+.2f} "
@@ -73,4 +69,6 @@ def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
             f"mean items: {select} {result.summary['n_items'].mean():.1f}, "
             f"random {baseline.summary['n_items'].mean():.1f}"
         )
+    for text in test.warnings:
+        click.secho(f"warning: {text}", err=True, fg="red")
     click.echo(f"wrote {path}")

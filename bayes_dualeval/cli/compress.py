@@ -46,14 +46,12 @@ def compress(run_dir, n_items, per_source, purpose, out, seed):
 
     configure("cpu", 1, compile_cache=False)
 
-    from bayes_dualeval.measure.bank import Bank
-    from bayes_dualeval.measure.compress import compress as compress_bank
-    from bayes_dualeval.measure.output import write_table
+    from bayes_dualeval import api
 
-    table = compress_bank(
-        Bank.from_run(run_dir), n_items, per_source=per_source, seed=seed, purpose=purpose
-    )
+    short = api.open(run_dir).compress(n_items, for_=purpose, per_source=per_source, seed=seed)
+    for text in short.warnings:
+        click.secho(f"warning: {text}", err=True, fg="red")
     if out is None:
-        click.echo(table.to_string(index=False))
+        click.echo(short.items.to_string(index=False))
     else:
-        click.echo(f"wrote {write_table(table, out)} ({len(table)} items)")
+        click.echo(f"wrote {short.save(out)} ({len(short.items)} items)")

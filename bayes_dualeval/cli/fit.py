@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import click
 
+from bayes_dualeval.api.run import DEFAULT_CI
 from bayes_dualeval.cli.options import (
     Sectioned,
     SectionOption,
     override_options,
     setting_options,
-    split_values,
 )
 from bayes_dualeval.cli.shared import (
     CONTEXT,
@@ -63,7 +63,7 @@ def _run_option(*decls, **kwargs):
 @_run_option(
     "--ci",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.95,
+    default=DEFAULT_CI,
     show_default=True,
     help="Credible interval level of every table.",
 )
@@ -172,41 +172,42 @@ def fit(
     writer = is_writer()
     quiet = quiet or not writer
 
+    import warnings
+
+    from bayes_dualeval import api
     from bayes_dualeval.core.atomic import check_new_folder
-    from bayes_dualeval.data.load import load
+    from bayes_dualeval.core.errors import ConvergenceWarning
     from bayes_dualeval.inference.sampling import check_supported
-    from bayes_dualeval.runs import output
     from bayes_dualeval.runs.fit import default_run_dir
-    from bayes_dualeval.runs.fit import fit as run_fit
 
     # what is needed only after sampling (arviz alone takes seconds) is imported while the
     # sampler compiles and runs, which JAX does without holding the GIL
     after = ["arviz", "bayes_dualeval.posterior.diagnostics", "bayes_dualeval.posterior.idata"]
     _import_in_background(after + ([] if no_report else ["bayes_dualeval.report.document"]))
-    config, settings = build_settings(model_name, fields, progress=not quiet)
+    options = {k: v for k, v in fields.items() if k != "sampler"}
+    options["progress"] = not quiet
+    config, settings = api.settings(sampler, model_name, **options)
     check_supported(config, settings)  # e.g. MAP with 3pl: fail before reading the data
     if writer:
         run_dir = check_new_folder(out) if out else default_run_dir(sampler)
     start = time.perf_counter()
-    ds = load(
+    ds = api.load(
         data, reward_norm=reward_norm, skip_invalid=skip_invalid, style=style, families=families
     )
-    features = None
-    if item_features:
-        from bayes_dualeval.data.features import read_features
-
-        features = read_features(item_features)
     timings = {"data": round(time.perf_counter() - start, 3)}
     say(ds.summary(), quiet)
-    say(f"fitting {config.name} (mode {config.mode}, {config.irt}) with {sampler}...", quiet)
-    with progress_lines(quiet):
-        result = run_fit(
-            ds, config, settings, timings=timings, holdout=holdout, holdout_seed=holdout_seed,
-            features=features, features_name=item_features or "features",
+    say(f"fitting {api.model_name(config)} with {sampler}...", quiet)
+    with progress_lines(quiet), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # said below, as options
+        run = api.fit(
+            ds, sampler, model_name, device=device, compile_cache=not no_compile_cache,
+            holdout=holdout, holdout_seed=holdout_seed, item_features=item_features,
+            timings=timings, **options,
         )  # fmt: skip
+    result = run.result
     if not writer:  # the fit needed every process; its output is process 0's to write
         return
-    if features is not None:
+    if item_features:
         from bayes_dualeval.data.features import describe
 
         say(f"item features: {describe(result.diagnostics['features'])}", quiet)
@@ -218,7 +219,7 @@ def fit(
             err=True,
             fg="yellow",
         )
-    run_dir = output.write(result, run_dir, ci=ci, anomalies=anomalies, report=not no_report)
+    run_dir = run.save(run_dir, ci=ci, anomalies=anomalies, report=not no_report)
     _tell(result, run_dir, sampler, ci)
 
 
@@ -277,9 +278,10 @@ def build_settings(
     ConfigError
         Unknown specification, or a setting out of its range.
     """
-    sampler_values, model_values = split_values(fields, SamplerSettings)
-    config = load_spec(model_name).replace(**model_values)  # unknown names are errors
-    return config, SamplerSettings(**sampler_values, progress=progress)
+    from bayes_dualeval import api
+
+    options = {k: v for k, v in fields.items() if k != "sampler"}
+    return api.settings(fields["sampler"], model_name, **options, progress=progress)
 
 
 def _tell(result, run_dir, sampler: str, ci: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from bayes_dualeval.api.run import DEFAULT_CI
 from bayes_dualeval.cli.shared import CONTEXT, clean_errors
 
 
@@ -84,7 +85,7 @@ def _costs(path: str, models) -> list[float]:
 @click.option(
     "--ci",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.9,
+    default=DEFAULT_CI,
     show_default=True,
     help="Level of the intervals.",
 )
@@ -117,29 +118,22 @@ def predict(run_dir, cells, model_list, item_list, route, cost, cost_weight, ci,
 
     from pathlib import Path
 
-    import numpy as np
-    import pandas as pd
-
-    from bayes_dualeval.core.atomic import write_text
+    from bayes_dualeval import api
     from bayes_dualeval.core.errors import InputError
-    from bayes_dualeval.runs import predict as pr
-    from bayes_dualeval.runs.load import load_result
 
     if cells is not None and (model_list or item_list):
         raise InputError("give either --cells or --models/--items, not both")
     if cost is not None and not route:
         raise InputError("--cost only applies with --route")
-    run = pr.fitted_run(load_result(run_dir))
-    ds = run.dataset
-    models = _names(model_list) or list(ds.models)
-    items = _names(item_list) or list(ds.items)
+    run = api.open(run_dir)
+    models, items = _names(model_list), _names(item_list)
     if route:
-        m = pr.indices(models, ds.models, "model")
-        q = pr.indices(items, ds.items, "item")
-        costs = None if cost is None else np.asarray(_costs(cost, list(ds.models[m])))
-        table, summary = pr.route(run, m, q, cost=costs, cost_weight=cost_weight, ci=ci)
-        target = Path(out) if out else Path(run_dir) / "routing.csv"
-        write_text(target, table.to_csv(index=False))
+        costs = None
+        if cost is not None:
+            costs = _costs(cost, models or list(run.dataset.models))
+        routed = run.route(models, items, cost=costs, cost_weight=cost_weight, ci=ci)
+        summary = routed.summary
+        target = routed.save(Path(out) if out else Path(run_dir) / "routing.csv")
         click.echo(
             f"routed {summary['items']:,} items over {summary['models']} models: mean P(success) "
             f"{summary['routed']:.3f} routed, {summary['best_single']:.3f} for the best single "
@@ -152,15 +146,14 @@ def predict(run_dir, cells, model_list, item_list, route, cost, cost_weight, ci,
                 f"{summary['oracle_utility']:.3f} oracle"
             )
     else:
+        wanted = None
         if cells is not None:
             wanted = read_table(cells, ("model", "item"), "the cells file")
-        else:
-            wanted = pd.DataFrame(
-                {"model": np.repeat(models, len(items)), "item": np.tile(items, len(models))}
-            )
-        table = pr.predict(run, wanted, ci=ci)
-        target = Path(out) if out else Path(run_dir) / "predictions.csv"
-        write_text(target, table.to_csv(index=False))
+        predicted = run.predict(models, items, cells=wanted, ci=ci)
+        table = predicted.table
+        target = predicted.save(Path(out) if out else Path(run_dir) / "predictions.csv")
         seen = int(table["observed"].notna().sum())
         click.echo(f"predicted {len(table):,} cells ({seen:,} of them in the data)")
+    for text in (routed if route else predicted).warnings:
+        click.secho(f"warning: {text}", err=True, fg="red")
     click.echo(f"wrote {target}")

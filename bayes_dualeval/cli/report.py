@@ -36,11 +36,10 @@ def report(run_dir, ci, anomalies):
 
     from pathlib import Path
 
-    from bayes_dualeval.runs import output
-    from bayes_dualeval.runs.load import load_result
+    from bayes_dualeval import api
 
     # None: the run's recorded level and anomalies setting
-    written = output.rewrite(load_result(run_dir), run_dir, ci=ci, anomalies=anomalies)
+    written = api.open(run_dir).rewrite(ci=ci, anomalies=anomalies)
     figures = [p for p in written if p.suffix == ".png"]
     for path in (p for p in written if p.suffix != ".png"):
         click.echo(f"wrote {path}")

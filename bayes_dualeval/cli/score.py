@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from bayes_dualeval.api.run import DEFAULT_CI
 from bayes_dualeval.cli.shared import CONTEXT, clean_errors, data_argument
 from bayes_dualeval.measure.bank import BANK_DRAWS
 
@@ -19,7 +20,7 @@ from bayes_dualeval.measure.bank import BANK_DRAWS
     help="Folder to write (must not exist or be empty).",
 )  # fmt: skip
 @click.option(
-    "--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9,
+    "--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=DEFAULT_CI,
     show_default=True, help="Credible interval level.",
 )  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
@@ -52,29 +53,22 @@ def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
 
     configure("cpu", 1)  # the compiled grid kernels are kept on disk for the next score
 
-    from bayes_dualeval.measure.bank import Bank
-    from bayes_dualeval.measure.output import read_items, write_scores
-    from bayes_dualeval.measure.score import score as score_models
+    from bayes_dualeval import api
 
-    items = None
-    if items_file is not None:
-        items = read_items(items_file)
-    result = score_models(
-        Bank.from_run(bank, max_draws=max_draws),
-        list(data),
-        ci=ci,
-        seed=seed,
-        rescore=rescore,
-        items=items,
+    scored = api.open(bank).score(
+        list(data), ci=ci, seed=seed, draws=max_draws, rescore=rescore, items=items_file
     )
-    path = write_scores(result, out)
+    path = scored.save(out)
+    result = scored.result
     new = result.scores[result.scores["new"]]
+    # ranks are among every row: with --rescore a bank model is there twice
+    among = f" ({len(result.scores) - len(new)} bank + {len(new)} scored)" if rescore else ""
     for row in new.itertuples():
         fit = "" if row.fit_p != row.fit_p else f", fit_p {row.fit_p:.3f}"
         click.echo(
             f"{row.model}: theta {row.theta_mean:+.2f} [{row.theta_lo:+.2f}, "
             f"{row.theta_hi:+.2f}], rank {row.rank_lo:.0f}-{row.rank_hi:.0f} of "
-            f"{len(result.scores)}{fit}"
+            f"{len(result.scores)}{among}{fit}"
         )
     for text in result.warnings:
         click.echo(f"warning: {text}", err=True)

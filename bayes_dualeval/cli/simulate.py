@@ -157,12 +157,14 @@ def simulate(
         bayes-dualeval simulate sim-feat/ --item-features 64 --feature-share 0.6
         bayes-dualeval simulate sim-rep/ --samples 3
     """
-    from bayes_dualeval.model import simulate as sim
+    from bayes_dualeval import api
 
-    static, arena, truth = sim.simulate(
-        n_models,
-        static_items,
-        arena_prompts,
+    simulated = api.simulate(
+        out,
+        force=force,
+        n_models=n_models,
+        n_static=static_items,
+        n_arena=arena_prompts,
         n_domains=domains,
         missing=missing,
         reward_noise=reward_noise,
@@ -180,5 +182,5 @@ def simulate(
         samples=samples,
         seed=seed,
     )
-    for path in sim.write(out, static, arena, truth, force=force):
+    for path in simulated.files:
         click.echo(f"wrote {path}")

@@ -17,6 +17,37 @@ from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
 
 
+def model_name(config) -> str:
+    """The effective model of a run in words, e.g. ``dualeval-2pl (mode both, 2pl)``.
+
+    The one spelling of what a run fitted, used by the report's header, ``fit``'s first
+    line and the Python API (``Run.model``, ``Run.diagnostics.model``).
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The run's specification with its overrides.
+
+    Returns
+    -------
+    str
+        The specification's name, then its mode and link, then ``2 ability dimensions``
+        or ``an ability per domain`` where the fit has more than one ability per model.
+
+    Examples
+    --------
+    >>> from bayes_dualeval.model.config import load_spec
+    >>> model_name(load_spec("dualeval-2pl").replace(dims=2))
+    'dualeval-2pl (mode both, 2pl, 2 ability dimensions)'
+    """
+    parts = [f"mode {config.mode}", config.irt]
+    if config.dims > 1:
+        parts.append(f"{config.dims} ability dimensions")
+    if config.abilities == "domain":
+        parts.append("an ability per domain")
+    return f"{config.name} ({', '.join(parts)})"
+
+
 class ReportContext:
     """Draws, tables and facts of one run, shared by every panel.
 

@@ -8,7 +8,7 @@ score ranks them: :func:`auroc` (the chance that a planted cell outranks a clean
 :func:`plant_arena` applies DualEval's arena contamination protocol (2.0 added to the
 z-score of a few low-reward cells); :func:`empirical_baseline` and :func:`twoway_residual`
 are the simple scores a model must beat. Used by ``tests/test_cells.py`` and
-``scripts/cell_audit_study.py``.
+``scripts/studies/cell_audit_study.py``.
 """
 
 from __future__ import annotations
@@ -279,3 +279,27 @@ def plant_static(
     planted_dataset = Dataset.from_tables(static, arena, reward_norm=dataset.reward_norm)
     planted = static_key(planted_dataset).isin(static_key(dataset)[chosen])
     return planted_dataset, np.asarray(planted, dtype=bool)
+
+
+def reverse_keys(static: pd.DataFrame, share: float, rng) -> set[str]:
+    """Reverse the answer key of ``share`` of the questions of ``static``, in place.
+
+    Parameters
+    ----------
+    static : pandas.DataFrame
+        Static rows (``dataset``, ``sample_index``, ``correct``), as the simulator draws them.
+    share : float
+        Share of the distinct questions whose labels are flipped (``correct -> 1 - correct``).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    set of str
+        The ids (``<dataset>_<sample_index>``) of the questions reversed.
+    """
+    ids = static["dataset"] + "_" + static["sample_index"].astype(str)
+    unique = ids.unique()
+    chosen = set(rng.choice(unique, int(round(share * len(unique))), replace=False))
+    flip = ids.isin(chosen)
+    static.loc[flip, "correct"] = 1 - static.loc[flip, "correct"]
+    return chosen

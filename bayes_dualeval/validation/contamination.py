@@ -7,7 +7,7 @@ are scored. :func:`contamination_study` returns the AUROC of the order of the an
 table (:func:`bayes_dualeval.checks.anomalies`: smallest one-sided p-value first) against
 the simple baseline ``y (1 - acc_model * acc_item)`` of empirical accuracies
 (:func:`~bayes_dualeval.validation.audit.empirical_baseline`). Used by
-``tests/test_checks.py`` and ``scripts/contamination_study.py``; the ranking metrics and
+``tests/test_checks.py`` and ``scripts/studies/contamination_study.py``; the ranking metrics and
 the arena planting are in :mod:`~bayes_dualeval.validation.audit`.
 """
 

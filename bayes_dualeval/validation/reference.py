@@ -61,3 +61,42 @@ def mml_2pl(y: np.ndarray, *, nodes: int = 61):
             ) / (4 * h * h)
     se = np.sqrt(np.diag(np.linalg.inv(hess)))
     return est[:n_items], est[n_items:], se[:n_items], se[n_items:]
+
+
+#: Discriminations and difficulties of the five items of :func:`calibration_data`.
+A_TRUE = np.array([0.8, 1.2, 1.5, 1.0, 2.0])
+B_TRUE = np.array([-1.0, -0.3, 0.0, 0.6, 1.2])
+
+
+def calibration_data(rng, n: int = 1000):
+    """Classic calibration data: ``n`` examinees (the "models") answering five 2PL items.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    n : int
+        Examinees, with standard normal abilities.
+
+    Returns
+    -------
+    y : numpy.ndarray, shape (n, 5)
+        The 0/1 answers (items :data:`A_TRUE`, :data:`B_TRUE`).
+    dataset : Dataset
+        The same answers as a static dataset (source ``calib``, benchmark ``quiz``).
+    """
+    import pandas as pd
+
+    from bayes_dualeval.data.dataset import Dataset
+
+    theta = rng.normal(size=n)
+    p = 1 / (1 + np.exp(-A_TRUE * (theta[:, None] - B_TRUE)))
+    y = (rng.random((n, len(A_TRUE))) < p).astype(int)
+    frame = pd.DataFrame(
+        {
+            "model_label": np.repeat([f"examinee{i:04d}" for i in range(n)], len(A_TRUE)),
+            "dataset": "quiz",
+            "sample_index": np.tile(np.arange(len(A_TRUE)), n),
+            "correct": y.ravel(),
+        }
+    )
+    return y, Dataset.from_frames(static=frame, source="calib")

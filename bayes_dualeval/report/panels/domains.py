@@ -16,12 +16,18 @@ SINGLE = (
     f"{setting('abilities', 'domain')} for an ability per item domain)."
 )
 
+DIMENSIONS = (
+    "Skipped: this run fits {dims} ability dimensions per model, not an ability per item "
+    "domain (see Ability dimensions)."
+)
+
 
 def abilities_by_domain(doc: Markup, ctx: ReportContext) -> None:
     """Heat map of abilities per domain, the per-domain Wright maps and the specialists."""
     by_domain = ctx.result.tables.get("leaderboard_by_domain")
     if by_domain is None:
-        doc.note(SINGLE)
+        dims = ctx.result.config.dims
+        doc.note(SINGLE if dims == 1 else DIMENSIONS.format(dims=dims))
         return
     ci = None if ctx.point else ctx.ci
     doc.para(

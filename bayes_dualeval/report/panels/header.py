@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.inference.settings import batches_read
-from bayes_dualeval.report.context import ReportContext
+from bayes_dualeval.report.context import ReportContext, model_name
 from bayes_dualeval.report.markup import Markup
 
 TITLE = "Bayesian DualEval report"
@@ -17,7 +17,7 @@ def header(doc: Markup, ctx: ReportContext, sections: dict) -> None:
     facts = [
         f"run {ctx.run_name}",
         f"created {d.get('created', '?')}",
-        f"model {cfg.name} (mode {cfg.mode}, {cfg.irt})",
+        f"model {model_name(cfg)}",
         f"sampler {ctx.sampler}"
         + (f" ({ctx.n_chain} chains x {ctx.n_draw} draws)" if ctx.sampler == "nuts" else ""),
         f"{len(ctx.models)} models, {ctx.dataset.n_items} items",
