@@ -1,4 +1,4 @@
-"""inspect_ai .eval logs: the real logs of scripts/tools/harness_fixtures.py, and crafted bad ones."""
+"""inspect_ai .eval logs: the real logs of scripts/tools/harness_fixtures.py, and bad ones."""
 
 import json
 import tracemalloc

@@ -1,4 +1,4 @@
-"""lm-evaluation-harness samples: the real files of scripts/tools/harness_fixtures.py, and edge cases."""
+"""lm-evaluation-harness samples: the files of scripts/tools/harness_fixtures.py, edge cases."""
 
 import json
 import shutil
