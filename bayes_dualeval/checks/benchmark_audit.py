@@ -44,6 +44,7 @@ from bayes_dualeval.core.item_ids import benchmark_of
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
+from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
 
@@ -106,7 +107,9 @@ def benchmark_audit(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFram
     kinds = []
     if use_static:
         kinds.append(StaticCells(dataset, model, draws))
-    if use_arena:
+    if use_arena and not arena_facets(dataset, True).present:
+        # with several judges or style a model's rewards on a source are not one ability's
+        # prediction on one reward scale (the blocks' normal approximation); not audited
         kinds.append(ArenaCells(dataset, model, draws))
     kinds = [k for k in kinds if len(k)]
     if not kinds:  # e.g. arena prompts each answered by a single model

@@ -23,6 +23,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import AbilityMap, domain_map
+from bayes_dualeval.model.facets import VALUES, Facets, arena_facets, scores
 from bayes_dualeval.model.likelihood import pair_win_probability
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
@@ -110,6 +111,11 @@ class FittedRun:
         with the draws first: per item domain, a table (D, M, K + 1) and each item's
         column (Q,); per dimension, the abilities (D, M, K) and loadings (D, Q, K). See
         :meth:`ability`.
+    facets : dict or None
+        With several judges or style covariates: the draws of ``gamma_judge`` (D, J),
+        ``judge_bias`` (D, J, F) and ``style_coef`` (D, C, J) present in the run, and
+        ``arena`` (:class:`~bayes_dualeval.model.facets.ArenaFacets`, each cell's judge,
+        family and standardised covariates). See :meth:`arena_scores`.
     """
 
     dataset: Dataset
@@ -122,6 +128,25 @@ class FittedRun:
     arena: str | None
     decisive: Decisive | None
     abilities: AbilityMap | None = None
+    facets: dict | None = None
+
+    def arena_scores(self, d: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The arena cells' scores under draws ``d``, from their probabilities ``p`` (D, R).
+
+        ``gamma p`` without facets; with them each draw's
+        :func:`~bayes_dualeval.model.facets.scores` (judge discriminations, family biases
+        and style).
+        """
+        if self.facets is None:
+            return p * self.gamma[d][:, None]
+        cells = self.facets["arena"]
+        family = cells.family[self.dataset.arena_model]
+        out = np.empty(p.shape, np.float32)
+        for row, k in enumerate(d):
+            draw = {name: self.facets[name][k] for name in VALUES if name in self.facets}
+            one = Facets.from_draws(draw, self.gamma[k])
+            out[row] = np.asarray(scores(p[row], one, cells.judge, family, cells.style))
+        return out
 
     @property
     def n_draws(self) -> int:
@@ -214,6 +239,9 @@ class FittedRun:
             return pair_win_probability(t[dec.i], t[dec.j], np.float32(1.0))
         ds = self.dataset
         p = links.probability(self.eta(d, ds.arena_model, ds.arena_item))
+        if self.facets is not None:  # the pair logit: the difference of the cells' scores
+            s = np.ascontiguousarray(self.arena_scores(d, p).T)
+            return pair_win_probability(s[dec.row_i], s[dec.row_j], np.float32(1.0))
         p = np.ascontiguousarray(p.T)
         return pair_win_probability(p[dec.row_i], p[dec.row_j], self.gamma[d][None, :])
 
@@ -303,7 +331,17 @@ def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -
         arena=arena,
         decisive=decisive,
         abilities=_ability_map(idata, dataset),
+        facets=_facets(idata, dataset) if arena == "pairs" else None,
     )
+
+
+def _facets(idata, dataset: Dataset) -> dict | None:
+    """The run's facet draws and its arena cells' facets (see FittedRun), or None."""
+    cells = arena_facets(dataset, True)
+    if not cells.present:
+        return None
+    draws = {name: _var(idata, name) for name in VALUES if name in idata.posterior}
+    return {**draws, "arena": cells}
 
 
 def _ability_map(idata, dataset: Dataset) -> AbilityMap | None:

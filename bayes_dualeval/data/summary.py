@@ -68,11 +68,16 @@ def summary_dict(ds: Dataset) -> dict:
 
 
 def judges(ds: Dataset) -> dict:
-    """Per named judge: its static and arena cells and the models it scored (``{}``: none)."""
+    """Per named judge: its static and arena cells and the models it scored (``{}``: none).
+
+    Rows that name no judge, beside rows that do, are left out of it.
+    """
     if not ds.has_judges:
         return {}
     out = {}
     for k, name in enumerate(ds.judges):
+        if name == "":  # rows that name no judge (static labels, often): not a judge
+            continue
         s, a = ds.static_judge == k, ds.arena_judge == k
         models = np.union1d(ds.static_model[s], ds.arena_model[a])
         out[str(name)] = {
@@ -110,7 +115,7 @@ def summary(ds: Dataset) -> str:
         lines.append(f"judges ({len(d['judges'])}):")
         for name, j in d["judges"].items():
             lines.append(
-                f"  {name or '(none named)'}: {j['models']} models, "
+                f"  {name}: {j['models']} models, "
                 f"{j['static_cells']} static cells, {j['arena_cells']} arena cells"
             )
     if d["families"]:

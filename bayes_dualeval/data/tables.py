@@ -93,6 +93,8 @@ def dataset_fields(
     static = _empty("correct") if static is None else static
     arena = _empty("reward") if arena is None else arena
 
+    # families first: a model given two families is an error whatever rows are dropped
+    families = _families(static, arena)
     static, static_n, dropped_s = static_cells(static)
     arena, arena_n, dropped_a = arena_cells(arena)
     skipped.update(dropped_s)
@@ -165,7 +167,7 @@ def dataset_fields(
         "judges": frozen(judges),
         "static_judge": frozen(static_judge, np.int32),
         "arena_judge": frozen(arena_judge, np.int32),
-        "model_family": frozen(_families(static, arena, models), str),
+        "model_family": frozen(families.reindex(models.astype(str)).fillna("").to_numpy(), str),
         "style": tuple(c[len(STYLE_PREFIX) :] for c in style),
         "arena_style": frozen(arena[style].to_numpy(np.float64).reshape(len(arena), len(style))),
         "reward_norm": reward_norm,
@@ -191,27 +193,24 @@ def _judges(static: pd.DataFrame, arena: pd.DataFrame):
     return judges, index.get_indexer(s_names.astype(str)), index.get_indexer(a_names.astype(str))
 
 
-def _families(static: pd.DataFrame, arena: pd.DataFrame, models: np.ndarray) -> np.ndarray:
-    """Each model's family from the rows' ``family`` field (``""`` where none names one).
+def _families(static: pd.DataFrame, arena: pd.DataFrame) -> pd.Series:
+    """Each model's family from the rows' ``family`` field (models without one left out).
 
     Raises
     ------
     InputError
         When a model's rows name two families.
     """
-    out = pd.Series("", index=pd.Index(models.astype(str)), dtype=object)
     parts = [t[["model", "family"]] for t in (static, arena) if "family" in t]
     if not parts:
-        return out.to_numpy(dtype=str)
+        return pd.Series(dtype=object)
     pairs = pd.concat(parts).dropna().astype(str).drop_duplicates()
     clash = pairs["model"].duplicated(keep=False)
     if clash.any():
         model = pairs.loc[clash, "model"].iloc[0]
         both = sorted(pairs.loc[pairs["model"] == model, "family"])
         raise InputError(f"model {model!r} is given two families: {both[0]!r} and {both[1]!r}")
-    known = pairs.set_index("model")["family"]
-    out.loc[known.index.intersection(out.index)] = known
-    return out.to_numpy(dtype=str)
+    return pairs.set_index("model")["family"]
 
 
 def frames_to_tables(

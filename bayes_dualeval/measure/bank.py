@@ -28,6 +28,7 @@ from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.readers import read_paths
 from bayes_dualeval.data.tables import arena_cells, static_cells
 from bayes_dualeval.model import links
+from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
 
@@ -81,7 +82,9 @@ class Bank:
         InputError
             When the folder is missing or not a readable run, was written by another
             version of bayes-dualeval, holds a point estimate instead of posterior draws
-            (a MAP run), or its posterior lacks a site its specification samples.
+            (a MAP run), fits arena facets (several judges, style covariates) that the
+            measurement of new models does not model, or its posterior lacks a site its
+            specification samples.
         """
         from bayes_dualeval.data.distill import distill
         from bayes_dualeval.runs.load import load_run, stored_dataset
@@ -113,6 +116,14 @@ class Bank:
             raise InputError(
                 f"bank {run_dir} has {kind}; scoring, short forms and adaptive tests "
                 "measure one ability: fit the bank with abilities 'single' and dims 1"
+            )
+        facets = arena_facets(dataset, len(dataset.arena_z) > 0)
+        if facets.present:
+            what = f"{facets.n_judges} judges" if facets.n_judges > 1 else "style covariates"
+            raise InputError(
+                f"bank {run_dir} fits its arena with {what} (docs/model.md, judges); scoring, "
+                "short forms and adaptive tests do not model them yet: fit the new models "
+                "together with the bank"
             )
         n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
         if n_draws < 2:

@@ -214,21 +214,26 @@ def _standard(shape, scale=1.0):
     return dist.Normal(0.0, scale).expand(list(shape)).to_event(len(shape))
 
 
-def cell_scores(p, facets: Facets, inputs: ModelInputs, judge=None, model=None, style=None):
-    """Each arena cell's score ``s_c`` (see the module), shape of ``p``.
+def cell_scores(p, facets: Facets, inputs: ModelInputs):
+    """Each arena cell's score ``s_c`` (see the module), shape (R,), from ``p`` (R,)."""
+    family = inputs.model_family[inputs.arena_model]
+    return scores(p, facets, inputs.arena_judge, family, inputs.arena_style)
 
-    ``judge``, ``model`` and ``style`` default to the inputs' arena cells
-    (``arena_judge``, ``arena_model``, ``arena_style``); ``p`` is their success
-    probabilities. Other cells (a checks' replicate, a new model's) give their own.
+
+def scores(p, facets: Facets, judge, family, style):
+    """Scores ``s_c`` of cells with success probabilities ``p`` (NumPy or JAX, shape (R,)).
+
+    ``judge`` and ``family`` index the facets' judges and families per cell (``family``
+    equal to the number of families for a model without one, which has no bias), ``style``
+    holds the standardised covariates (R, C). The one formula of a cell's score: the fit,
+    the pointwise log likelihood and the checks' replicates all compute it here.
     """
-    judge = inputs.arena_judge if judge is None else judge
-    model = inputs.arena_model if model is None else model
-    style = inputs.arena_style if style is None else style
     score = facets.gamma[judge] * p
     if facets.bias is not None:
         # a model without a family (index n_families) has no bias: a zero column
-        padded = jnp.concatenate([facets.bias, jnp.zeros((facets.bias.shape[0], 1))], axis=1)
-        score = score + padded[judge, inputs.model_family[model]]
+        bias = facets.bias
+        padded = jnp.concatenate([bias, jnp.zeros((bias.shape[0], 1), bias.dtype)], axis=1)
+        score = score + padded[judge, family]
     if facets.style is not None:
         score = score + jnp.sum(style * facets.style[:, judge].T, axis=-1)
     return score

@@ -24,6 +24,7 @@ from bayes_dualeval.posterior.dimension_tables import (
     has_dimensions,
     loadings_table,
 )
+from bayes_dualeval.posterior.facet_tables import facet_tables
 from bayes_dualeval.posterior.summaries import (
     domain_deviations,
     has_domain_abilities,
@@ -52,7 +53,9 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     (:func:`~bayes_dualeval.posterior.summaries.leaderboard_by_domain`,
     :func:`~bayes_dualeval.posterior.summaries.domain_deviations`), with ability
     dimensions ``abilities`` and ``loadings``
-    (:mod:`~bayes_dualeval.posterior.dimension_tables`), ``items``,
+    (:mod:`~bayes_dualeval.posterior.dimension_tables`), with several judges or style
+    covariates ``judges``, ``judge_bias`` and ``style``
+    (:mod:`~bayes_dualeval.posterior.facet_tables`), ``items``,
     ``anomalies`` (the cell table, most surprising first: every
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
@@ -118,6 +121,9 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     one_ability = not (has_domain_abilities(idata) or dimensional)
     if any(DualEvalModel(result.config).item_kinds(dataset)) and one_ability:
         result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
+    # several judges, their family biases, style covariates: judges.csv, judge_bias.csv,
+    # style.csv (bayes_dualeval.posterior.facet_tables)
+    result.tables.update(facet_tables(idata, dataset, ci))
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies
     result.diagnostics["ppc"] = ppc.summary

@@ -54,7 +54,7 @@ def first_json_line(data: bytes):
         if line.strip():
             try:
                 return json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested beyond parsing
                 return None
     return None
 

@@ -1,0 +1,152 @@
+"""The judges' tables of a run with arena facets (:mod:`bayes_dualeval.model.facets`).
+
+* ``judges.csv``: one row per judge of the arena, its rows and models, its severity (the
+  level shift of its rewards; NaN without the level term) and discrimination
+  (``gamma_judge``) with intervals, and its ``agreement``: the Spearman correlation over
+  models between its mean normalised reward per model and the other judges' consensus (the
+  mean of their per-model means), over the models both saw (NaN below three);
+* ``judge_bias.csv``: one row per judge and family, the judge x family bias with its
+  interval, ``p_positive`` (its posterior probability of being above 0) and the judge's
+  rows on that family's models;
+* ``style.csv``: one row per style covariate and judge, the coefficient (per standard
+  deviation of the covariate) with its interval, and the standardisation the fit applied
+  (``covariate_mean``, ``covariate_sd``), so a coefficient converts to raw units.
+
+Empty tables (with their columns) where the run has no such facet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.model.facets import arena_facets
+from bayes_dualeval.posterior.summaries import draws_of, interval
+
+JUDGE_COLUMNS = (
+    "judge", "n_rows", "n_models", "severity_mean", "severity_lo", "severity_hi",
+    "discrimination_mean", "discrimination_lo", "discrimination_hi", "agreement",
+)  # fmt: skip
+BIAS_COLUMNS = ("judge", "family", "bias_mean", "bias_lo", "bias_hi", "p_positive", "n_rows")
+STYLE_COLUMNS = (
+    "covariate", "judge", "coef_mean", "coef_lo", "coef_hi", "covariate_mean", "covariate_sd",
+)  # fmt: skip
+#: Fewest models two judges must share for ``agreement``.
+MIN_SHARED = 3
+
+
+def facet_tables(idata, dataset: Dataset, ci: float) -> dict[str, pd.DataFrame]:
+    """``{"judges": ..., "judge_bias": ..., "style": ...}`` of a run (see the module).
+
+    Only the tables the run has a facet for: judges with two judges or more of the arena,
+    biases where they were fitted, style with style covariates.
+    """
+    post = idata.posterior
+    facet = arena_facets(dataset, len(dataset.arena_z) > 0)
+    out = {}
+    if facet.n_judges > 1:
+        out["judges"] = judge_table(idata, dataset, ci)
+    if "judge_bias" in post:
+        out["judge_bias"] = bias_table(idata, dataset, ci)
+    if "style_coef" in post:
+        out["style"] = style_table(idata, dataset, ci)
+    return out
+
+
+def _summary(draws: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lo, hi = interval(draws, ci)
+    return draws.mean(axis=0), lo, hi
+
+
+def judge_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
+    """``judges.csv`` (see the module)."""
+    facet = arena_facets(dataset, True)
+    post = idata.posterior
+    k = facet.n_judges
+    nan = np.full(k, np.nan)
+    severity = _summary(draws_of(idata, "severity"), ci) if "severity" in post else (nan,) * 3
+    gamma = _summary(draws_of(idata, "gamma_judge"), ci) if "gamma_judge" in post else (nan,) * 3
+    rows = np.bincount(facet.judge, weights=dataset.arena_n, minlength=k).astype(int)
+    models = [len(np.unique(dataset.arena_model[facet.judge == j])) for j in range(k)]
+    return pd.DataFrame(
+        {
+            "judge": facet.judges,
+            "n_rows": rows,
+            "n_models": models,
+            "severity_mean": severity[0],
+            "severity_lo": severity[1],
+            "severity_hi": severity[2],
+            "discrimination_mean": gamma[0],
+            "discrimination_lo": gamma[1],
+            "discrimination_hi": gamma[2],
+            "agreement": agreement(dataset, facet.judge, k),
+        },
+        columns=list(JUDGE_COLUMNS),
+    )
+
+
+def agreement(dataset: Dataset, judge: np.ndarray, n_judges: int) -> np.ndarray:
+    """Each judge's Spearman correlation with the other judges' consensus, over models."""
+    m = dataset.n_models
+    key = judge.astype(np.int64) * m + dataset.arena_model
+    total = np.bincount(key, weights=dataset.arena_z, minlength=n_judges * m)
+    count = np.bincount(key, minlength=n_judges * m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (total / count).reshape(n_judges, m)  # NaN where a judge saw no model
+    out = np.full(n_judges, np.nan)
+    for j in range(n_judges):
+        others = np.delete(mean, j, axis=0)
+        seen = ~np.isnan(others)
+        consensus = np.where(seen, others, 0.0).sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
+        shared = ~np.isnan(mean[j]) & seen.any(axis=0)
+        if shared.sum() >= MIN_SHARED:
+            out[j] = stats.spearmanr(mean[j, shared], consensus[shared]).statistic
+    return out
+
+
+def bias_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
+    """``judge_bias.csv`` (see the module)."""
+    facet = arena_facets(dataset, True)
+    draws = draws_of(idata, "judge_bias")  # (S, J, F)
+    mean, lo, hi = _summary(draws, ci)
+    positive = (draws > 0).mean(axis=0)
+    family = facet.family[dataset.arena_model]
+    key = facet.judge.astype(np.int64) * (facet.n_families + 1) + family
+    rows = np.bincount(
+        key, weights=dataset.arena_n, minlength=facet.n_judges * (facet.n_families + 1)
+    ).reshape(facet.n_judges, facet.n_families + 1)[:, : facet.n_families]
+    j, f = np.meshgrid(np.arange(facet.n_judges), np.arange(facet.n_families), indexing="ij")
+    return pd.DataFrame(
+        {
+            "judge": facet.judges[j.ravel()],
+            "family": facet.families[f.ravel()],
+            "bias_mean": mean.ravel(),
+            "bias_lo": lo.ravel(),
+            "bias_hi": hi.ravel(),
+            "p_positive": positive.ravel(),
+            "n_rows": rows.ravel().astype(int),
+        },
+        columns=list(BIAS_COLUMNS),
+    )
+
+
+def style_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
+    """``style.csv`` (see the module)."""
+    facet = arena_facets(dataset, True)
+    draws = draws_of(idata, "style_coef")  # (S, C, J)
+    mean, lo, hi = _summary(draws, ci)
+    c, j = np.meshgrid(np.arange(mean.shape[0]), np.arange(mean.shape[1]), indexing="ij")
+    return pd.DataFrame(
+        {
+            "covariate": np.asarray(dataset.style)[c.ravel()],
+            "judge": facet.judges[j.ravel()],
+            "coef_mean": mean.ravel(),
+            "coef_lo": lo.ravel(),
+            "coef_hi": hi.ravel(),
+            "covariate_mean": facet.style_mean[c.ravel()],
+            "covariate_sd": facet.style_sd[c.ravel()],
+        },
+        columns=list(STYLE_COLUMNS),
+    )

@@ -1,0 +1,215 @@
+"""Judges as a facet, their self-preference, and style control (issue 53).
+
+A ``judge`` field makes a cell a (model, item, judge); pairs are formed within a prompt and
+a judge; each judge has its own discrimination and severity; a judge x family bias and
+style coefficients enter the pair logits (bayes_dualeval.model.facets). One MAP fit of a
+simulation with every facet is shared; the posterior studies are
+scripts/studies/judge_study.py's.
+"""
+
+import json
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from bayes_dualeval.cli.commands import cli
+from bayes_dualeval.core.errors import ConfigError, DataWarning, InputError
+from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.data.distill import distill
+from bayes_dualeval.data.load import load
+from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.facets import Facets
+from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.likelihood import arena_loglik, arena_total
+from bayes_dualeval.model.simulate import simulate, write
+
+
+def _arena(judges=("j1", "j2"), models=("a", "b", "c"), prompts=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return [
+        {"model_label": m, "item_id": f"p{q}", "reward": float(rng.normal()), "judge": j}
+        for j in judges
+        for m in models
+        for q in range(prompts)
+    ]
+
+
+def test_every_judge_counts_and_pairs_never_join_two_judges(tmp_data):
+    rows = _arena()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        ds = load(tmp_data.jsonl("a/arena/x.jsonl", rows))
+    assert list(ds.judges) == ["j1", "j2"] and len(ds.arena_z) == len(rows) == 18
+    assert ds.summary_dict()["judges"]["j2"] == {"static_cells": 0, "arena_cells": 9, "models": 3}
+    pairs = distill(ds, bb_ratio=0.0, tie_ratio=0.0)
+    assert pairs.n_total == 2 * 3 * 3  # per judge and prompt: 3 pairs of 3 models
+    assert (ds.arena_judge[pairs.row_i] == ds.arena_judge[pairs.row_j]).all()
+    assert (pairs.unit_models == 3).all()
+    # one judge's duplicate (same model, prompt, judge) is still a duplicate
+    again = [*rows, dict(rows[0], reward=9.0)]
+    with pytest.warns(DataWarning, match="1 duplicate"):
+        ds2 = load(tmp_data.jsonl("b/arena/x.jsonl", again))
+    assert len(ds2.arena_z) == 18 and 9.0 in ds2.arena_reward
+
+
+def test_rewards_normalised_per_source_or_per_judge(tmp_data):
+    rows = _arena()
+    for r in rows:  # judge j2 scores on a ten times larger scale
+        r["reward"] *= 10 if r["judge"] == "j2" else 1
+    path = tmp_data.jsonl("arena/x.jsonl", rows)
+    per_judge = load(path, reward_norm="judge")
+    for k in range(2):
+        z = per_judge.arena_z[per_judge.arena_judge == k]
+        assert abs(z.mean()) < 1e-9 and abs(z.std() - 1) < 1e-9
+    per_source = load(path)  # one scale for both judges: j2's spread stays ten times j1's
+    z, judge = per_source.arena_z, per_source.arena_judge
+    assert z[judge == 1].std() > 5 * z[judge == 0].std()
+
+
+def test_families_from_rows_or_a_file(tmp_data):
+    rows = [dict(r, family="fa" if r["model_label"] == "a" else "fb") for r in _arena()]
+    ds = load(tmp_data.jsonl("a/arena/x.jsonl", rows))
+    assert list(ds.model_family) == ["fa", "fb", "fb"]
+    file = tmp_data.csv("fam.csv", [{"model_label": "b", "family": "fc"},
+                                    {"model_label": "zz", "family": "fd"}])  # fmt: skip
+    with pytest.warns(DataWarning, match="1 models the data do not hold"):
+        ds = load(tmp_data.path("a"), families=file)
+    assert list(ds.model_family) == ["fa", "fc", "fb"]
+    clash = [*rows, dict(rows[0], family="other", item_id="p9")]
+    with pytest.raises(InputError, match="model 'a' is given two families"):
+        load(tmp_data.jsonl("c/arena/x.jsonl", clash))
+    bad = tmp_data.csv("bad.csv", [{"model": "a", "fam": "x"}])
+    r = CliRunner().invoke(cli, ["check", str(tmp_data.path("a")), "--families", str(bad)])
+    assert r.exit_code == 1 and "needs the columns model_label and family" in r.output
+
+
+def test_style_covariates_are_read_checked_and_averaged(tmp_data):
+    rows = [dict(r, length=1.0 + k) for k, r in enumerate(_arena())]
+    ds = load(tmp_data.jsonl("a/arena/x.jsonl", rows), style=["length"])
+    assert ds.style == ("length",) and ds.arena_style.shape == (18, 1)
+    runner = CliRunner()
+    for name, change, text in (
+        ("missing", {"length": None}, "style covariate 'length' is missing"),
+        ("text", {"length": "long"}, "style covariate 'length' must be a finite number"),
+    ):
+        broken = [dict(rows[0], **change), *rows[1:]]
+        path = tmp_data.jsonl(f"{name}/arena/x.jsonl", broken)
+        r = runner.invoke(cli, ["check", str(path), "--style", "length"])
+        assert r.exit_code == 1 and text in r.output and "x.jsonl:1" in r.output, r.output
+    r = runner.invoke(cli, ["check", str(tmp_data.path("a")), "--style", "lenght"])
+    assert r.exit_code == 1 and "'lenght' is missing" in r.output
+    flat = [dict(r, length=2.0) for r in _arena()]
+    ds = load(tmp_data.jsonl("flat/arena/x.jsonl", flat), style=["length"])
+    with pytest.raises(ConfigError, match="'length' does not vary"):
+        build_inputs(ds, ModelConfig())
+
+
+def test_agreement_is_each_judges_rank_correlation_with_the_others(tmp_data):
+    from bayes_dualeval.posterior.facet_tables import agreement
+
+    quality = {"a": 0.0, "b": 1.0, "c": 2.0, "d": 3.0}
+    rows = [
+        {"model_label": m, "item_id": f"p{q}", "judge": j,
+         "reward": (-1 if j == "contrarian" else 1) * v + 0.01 * q}
+        for j in ("j1", "j2", "contrarian") for m, v in quality.items() for q in range(3)
+    ]  # fmt: skip
+    ds = load(tmp_data.jsonl("arena/x.jsonl", rows))
+    got = dict(zip(ds.judges, agreement(ds, ds.arena_judge, len(ds.judges)), strict=True))
+    # j1 against the mean of j2 and the contrarian (which cancel out): no order, NaN-free
+    assert got["contrarian"] == pytest.approx(-1.0)
+    assert np.isfinite(got["j1"]) and np.isfinite(got["j2"])
+
+
+def test_facets_need_the_pairs_likelihood(tmp_data):
+    ds = load(tmp_data.jsonl("a/arena/x.jsonl", _arena()))
+    for config in (ModelConfig(arena_likelihood="reward"), ModelConfig(mode="bt")):
+        with pytest.raises(ConfigError, match="enter the pairs likelihood"):
+            build_inputs(ds, config)
+
+
+def test_one_judge_through_the_facets_is_the_plain_arena_term():
+    """The facet path at one judge, no bias, no style, is the model without facets."""
+    _, arena, _ = simulate(6, 0, 20, seed=3)
+    ds = Dataset.from_frames(arena=arena)
+    config = ModelConfig(mode="arena")
+    inputs, _ = build_inputs(ds, config)
+    rng = np.random.default_rng(1)
+    theta, b = rng.normal(size=ds.n_models), rng.normal(size=ds.n_items)
+    a, level = np.exp(rng.normal(0, 0.3, ds.n_items)), jnp.array([0.2])
+    plain = arena_total(theta, a, b, 2.5, None, inputs, config, level)
+    facets = Facets(gamma=jnp.array([2.5]), severity=jnp.zeros(1))
+    faceted = arena_total(theta, a, b, 2.5, None, inputs, config, level, facets)
+    np.testing.assert_allclose(float(plain), float(faceted), rtol=1e-5)
+    per_item = arena_loglik(theta, a, b, 2.5, None, inputs, config, level, facets)
+    np.testing.assert_allclose(
+        np.asarray(per_item), np.asarray(arena_loglik(theta, a, b, 2.5, None, inputs, config,
+                                                      level)), rtol=1e-5, atol=1e-5,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def judged_run(tmp_path_factory):
+    """A simulation with three judges, a self-preference and a length effect, fitted (MAP)."""
+    root = tmp_path_factory.mktemp("judges")
+    # few static questions, so that the arena (and its confound) moves the leaderboard;
+    # severities far apart, so that three judges' order is a fair test
+    static, arena, truth = simulate(
+        12, 40, 80, judges=3, self_preference=1.5, style_effect=1.0, judge_severity_sd=1.5,
+        seed=5,
+    )  # fmt: skip
+    write(root / "data", static, arena, truth)
+    runs = {}
+    for name, extra in (("style", ["--style", "length"]), ("plain", [])):
+        out = root / name
+        args = ["fit", str(root / "data"), "--sampler", "map", "--out", str(out), "-q"]
+        r = CliRunner().invoke(cli, [*args, "--no-report", *extra])
+        assert r.exit_code == 0, r.output
+        runs[name] = out
+    return runs, truth
+
+
+def test_style_control_orders_models_like_the_truth(judged_run):
+    runs, truth = judged_run
+    rho = {}
+    for name, out in runs.items():
+        board = pd.read_csv(out / "leaderboard.csv")
+        rho[name] = stats.spearmanr(board["theta_mean"], board["model"].map(truth["theta"]))[0]
+    # the weakest third is the most verbose: the unadjusted arena term ranks them up
+    assert rho["style"] >= 0.95 and rho["style"] > rho["plain"] + 0.05, rho
+    style = pd.read_csv(runs["style"] / "style.csv")
+    assert list(style.columns) == [
+        "covariate", "judge", "coef_mean", "coef_lo", "coef_hi", "covariate_mean", "covariate_sd",
+    ]  # fmt: skip
+    assert len(style) == 3 and (style["coef_mean"] > 0.2).all()
+    assert not (runs["plain"] / "style.csv").exists()
+
+
+def test_judges_tables_find_the_self_preference(judged_run):
+    runs, truth = judged_run
+    out = runs["style"]
+    judges = pd.read_csv(out / "judges.csv").set_index("judge")
+    assert list(judges.index) == ["judge-a", "judge-b", "judge-c"]
+    assert (judges["n_rows"] == 12 * 80).all() and (judges["n_models"] == 12).all()
+    want = [truth["judges"][j]["severity"] for j in judges.index]
+    assert stats.spearmanr(judges["severity_mean"], want)[0] == pytest.approx(1.0)
+    assert judges["agreement"].between(-1, 1).all()  # a strong self-preference: low
+    bias = pd.read_csv(out / "judge_bias.csv")
+    own = bias[bias["family"].str[-1] == bias["judge"].str[-1]]
+    others = bias.drop(own.index)
+    # every judge favours its own family: the diagonal holds the largest biases
+    assert own["bias_mean"].min() > others["bias_mean"].max(), bias
+    assert (own["n_rows"] == 4 * 80).all()
+    diagnostics = json.loads((out / "diagnostics.json").read_text())
+    assert set(diagnostics["data"]["judges"]) == {"judge-a", "judge-b", "judge-c"}
+
+
+def test_measurement_refuses_a_bank_with_judges_in_one_line(judged_run, tmp_path):
+    runs, _ = judged_run
+    r = CliRunner().invoke(cli, ["compress", str(runs["style"]), "--items", "5"])
+    assert r.exit_code == 1 and r.output.startswith("Error:")
+    assert "3 judges" in r.output and "Traceback" not in r.output
