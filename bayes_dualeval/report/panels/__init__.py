@@ -20,6 +20,7 @@ from bayes_dualeval.report.panels import (
     domains,
     flagged,
     items,
+    judges,
     rankings,
     run,
 )
@@ -56,6 +57,7 @@ PANELS = (
           ("domain_heatmap", "domain_wright")),
     Panel("dimensions", "Ability dimensions", dimensions.ability_dimensions,
           ("loading_heatmap", "ability_map")),
+    Panel("judges", "Judges and style", judges.judges),
     Panel("wright", "Wright map", items.wright, ("wright_map",)),
     Panel("icc", "Item characteristic curves", items.curves, ("icc",)),
     Panel("items", "Difficulty and discrimination", items.difficulty_discrimination,
