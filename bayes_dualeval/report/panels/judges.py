@@ -44,8 +44,10 @@ def judges(doc: Markup, ctx: ReportContext) -> None:
                     table["severity_mean"], table["severity_lo"], table["severity_hi"], "+.2f"
                 ),
                 "discrimination": _interval(
-                    table["discrimination_mean"], table["discrimination_lo"],
-                    table["discrimination_hi"], ".2f",
+                    table["discrimination_mean"],
+                    table["discrimination_lo"],
+                    table["discrimination_hi"],
+                    ".2f",
                 ),  # fmt: skip
                 "agreement": [num(x, "+.2f") for x in table["agreement"]],
             }
