@@ -286,7 +286,7 @@ def test_a_json_log_over_the_cap_is_refused(tmp_path, monkeypatch):
         )
     )
     with pytest.raises(
-        InputError, match=r"big\.json: JSON log larger than .* inspect log convert"
+        InputError, match=r"big\.json: JSON log larger than .* 'inspect log convert'"
     ):
         read_paths([log])
 

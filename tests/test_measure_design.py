@@ -103,6 +103,7 @@ def _oracle(bank, model, item, y, names) -> Responses:
         static_model=np.asarray(model, dtype=np.int64),
         static_item=np.asarray(item, dtype=np.int64),
         static_y=np.asarray(y, dtype=float),
+        static_n=np.ones(len(y)),
         arena_model=empty,
         arena_item=empty,
         arena_z=np.zeros(0),
@@ -391,7 +392,7 @@ def test_adaptive_asks_arena_prompts_with_the_score_likelihood(world, arena_orac
     prompts_only = dataclasses.replace(
         arena_oracle, models=arena_oracle.models[:1],
         static_model=np.zeros(0, np.int64), static_item=np.zeros(0, np.int64),
-        static_y=np.zeros(0), arena_model=np.zeros(keep.sum(), np.int64),
+        static_y=np.zeros(0), static_n=np.zeros(0), arena_model=np.zeros(keep.sum(), np.int64),
         arena_item=arena_oracle.arena_item[keep], arena_z=arena_oracle.arena_z[keep],
     )  # fmt: skip
     res = adaptive(bank, prompts_only, target_se=0.05, max_items=8)

@@ -81,6 +81,7 @@ def test_truth_contents(tmp_path):
         "log_a_sd": 0.3,
         "guess": 0.0,
         "slip": 0.0,
+        "samples": 1,
         "seed": 1,
     }
     items = truth["items"]

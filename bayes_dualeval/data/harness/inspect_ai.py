@@ -66,7 +66,8 @@ def rows(path: Path, skip):
         if path.stat().st_size > limits.MAX_RECORD_BYTES:
             raise InputError(
                 f"{where}: JSON log larger than {limits.MAX_RECORD_BYTES // 2**20} MiB, "
-                "refused (write logs as .eval, or convert: inspect log convert --to eval)"
+                "refused (write logs in inspect's eval format, or convert them: 'inspect log "
+                "convert')"
             )
         log = limits.json_file(path)
         if not isinstance(log, dict):

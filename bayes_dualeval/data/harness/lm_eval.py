@@ -68,7 +68,7 @@ def model_name(path: Path, time: str) -> str:
         what = "no results_*.json" if not found else f"{len(found)} results files, none"
         raise InputError(
             f"{path}: {what} of the same time beside it, to name the model "
-            "(lm-eval writes results_<time>.json with --output_path)"
+            "(lm-eval writes results_<time>.json beside the samples when given an output path)"
         )
     doc = limits.json_file(found[0])
     config = doc.get("config") if isinstance(doc, dict) else None
