@@ -117,6 +117,29 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     help="Answers per static (model, question) cell: repeated samples, rows with a "
     "'sample' field.",
 )
+@click.option(
+    "--judges",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Judges scoring every arena cell, each with its own severity and slope; rows get "
+    "judge, family and length fields (docs/simulator.md).",
+)
+@click.option(
+    "--self-preference",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="With --judges: reward each judge adds to the models of its own family.",
+)
+@click.option(
+    "--style-effect",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Reward per unit of the rows' length covariate (the weakest third of the models "
+    "the most verbose); fit it with --style length.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -139,6 +162,9 @@ def simulate(
     item_features,
     feature_share,
     samples,
+    judges,
+    self_preference,
+    style_effect,
     seed,
     force,
 ):
@@ -156,6 +182,7 @@ def simulate(
         bayes-dualeval simulate sim-2d/ --domains 2 --dims 2 --dim-loading 0.9
         bayes-dualeval simulate sim-feat/ --item-features 64 --feature-share 0.6
         bayes-dualeval simulate sim-rep/ --samples 3
+        bayes-dualeval simulate sim-judges/ --judges 3 --self-preference 1 --style-effect 0.8
     """
     from bayes_dualeval import api
 
@@ -180,6 +207,9 @@ def simulate(
         item_features=item_features,
         feature_share=feature_share,
         samples=samples,
+        judges=judges,
+        self_preference=self_preference,
+        style_effect=style_effect,
         seed=seed,
     )
     for path in simulated.files:

@@ -39,6 +39,7 @@ from bayes_dualeval.core import atomic, item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.model import links
+from bayes_dualeval.model.simulate_facets import repeated
 
 MODEL_NAMES = (
     "atlas-70b", "borealis-8b", "cirrus-34b", "delta-13b", "ember-7b", "fjord-405b",
@@ -234,7 +235,7 @@ def simulate(
         }
     )
     if samples > 1:
-        static = _repeated(static, p_s[mi, qi], samples, seed)
+        static = repeated(static, p_s[mi, qi], samples, seed)
     mi, qi = np.nonzero(keep_r)
     prompt_ids = np.array([f"{d}_prompt_{k:04d}" for d, k in zip(dom_r, idx_r, strict=True)])
     arena = pd.DataFrame(
@@ -247,7 +248,7 @@ def simulate(
     )
     judged = None
     if judges > 1 or style_effect:
-        judged = _judged(
+        judged = judged(
             arena, p_r[mi, qi], offset[qi], mi, theta, names, judges, self_preference,
             style_effect, judge_severity_sd, judge_slope_sd, gamma_reward, reward_noise, seed,
         )  # fmt: skip
@@ -315,56 +316,6 @@ def simulate(
             for i, name in enumerate(names)
         }
     return static, arena, truth
-
-
-def _judged(arena, p, offset, model, theta, names, judges, self_preference, style_effect,
-            severity_sd, slope_sd, gamma_reward, noise, seed) -> dict:  # fmt: skip
-    """The arena rows as ``judges`` judges score them (step 7 of the module).
-
-    ``p``, ``offset`` and ``model`` belong to the rows of ``arena`` (one per cell). Returns
-    the rows (``judge``, ``family`` and ``length`` fields added), the truth per judge and
-    each model's family.
-    """
-    rng = np.random.default_rng([seed, 2])
-    families = [f"family-{chr(ord('a') + k)}" for k in range(judges)]
-    family_of = {m: families[k % judges] for k, m in enumerate(names)}
-    judge_names = [f"judge-{chr(ord('a') + k)}" for k in range(judges)]
-    severity = rng.normal(0.0, severity_sd, judges) if judges > 1 else np.zeros(1)
-    slope = gamma_reward * np.exp(rng.normal(0.0, slope_sd, judges) if judges > 1 else 0.0)
-    weak = theta <= np.quantile(theta, 1 / 3)
-    length = rng.normal(0.0, 1.0, len(p)) + 1.5 * weak[model]
-    own = np.array([family_of[names[i]] for i in model])
-    parts = []
-    for k in range(judges):
-        reward = (
-            offset + severity[k] + slope[k] * p + style_effect * length
-            + self_preference * (own == families[k]) * (judges > 1)
-            + rng.normal(0.0, noise, len(p))
-        )  # fmt: skip
-        part = arena.assign(reward=np.round(reward, 4), length=np.round(length, 4))
-        if judges > 1:
-            part = part.assign(judge=judge_names[k])
-        parts.append(part)
-    rows = pd.concat(parts, ignore_index=True)
-    rows["family"] = rows["model_label"].map(family_of)
-    truth = {
-        name: {"severity": float(severity[k]), "slope": float(slope[k]), "family": families[k]}
-        for k, name in enumerate(judge_names[: len(severity)])
-    }
-    return {"arena": rows, "judges": truth, "family": family_of}
-
-
-def _repeated(static: pd.DataFrame, p: np.ndarray, samples: int, seed: int) -> pd.DataFrame:
-    """``static`` (one answer per cell, success probability ``p``) with ``samples`` answers.
-
-    The given answers are sample 0; samples 1, ... are drawn from a generator of their own
-    (seeded by ``seed``), so the other draws of the seed do not move.
-    """
-    extra = np.random.default_rng([seed, 1]).random((samples - 1, len(p))) < p
-    parts = [static.assign(sample=0)]
-    for k, row in enumerate(extra, start=1):
-        parts.append(static.assign(correct=row.astype(int), sample=k))
-    return pd.concat(parts, ignore_index=True)
 
 
 def _domain_deviation(rng, n_models, n_domains, sd, given):

@@ -1,0 +1,60 @@
+"""The simulator's repeated samples and judges (:mod:`bayes_dualeval.model.simulate`).
+
+Each draws from a generator of its own, seeded by the simulation's seed, so that a seed
+gives the same data as before wherever these are not asked for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def judged(arena, p, offset, model, theta, names, judges, self_preference, style_effect,
+            severity_sd, slope_sd, gamma_reward, noise, seed) -> dict:  # fmt: skip
+    """The arena rows as ``judges`` judges score them (step 8 of :mod:`bayes_dualeval.model.simulate`).
+
+    ``p``, ``offset`` and ``model`` belong to the rows of ``arena`` (one per cell). Returns
+    the rows (``judge``, ``family`` and ``length`` fields added), the truth per judge and
+    each model's family.
+    """
+    rng = np.random.default_rng([seed, 2])
+    families = [f"family-{chr(ord('a') + k)}" for k in range(judges)]
+    family_of = {m: families[k % judges] for k, m in enumerate(names)}
+    judge_names = [f"judge-{chr(ord('a') + k)}" for k in range(judges)]
+    severity = rng.normal(0.0, severity_sd, judges) if judges > 1 else np.zeros(1)
+    slope = gamma_reward * np.exp(rng.normal(0.0, slope_sd, judges) if judges > 1 else 0.0)
+    weak = theta <= np.quantile(theta, 1 / 3)
+    length = rng.normal(0.0, 1.0, len(p)) + 1.5 * weak[model]
+    own = np.array([family_of[names[i]] for i in model])
+    parts = []
+    for k in range(judges):
+        reward = (
+            offset + severity[k] + slope[k] * p + style_effect * length
+            + self_preference * (own == families[k]) * (judges > 1)
+            + rng.normal(0.0, noise, len(p))
+        )  # fmt: skip
+        part = arena.assign(reward=np.round(reward, 4), length=np.round(length, 4))
+        if judges > 1:
+            part = part.assign(judge=judge_names[k])
+        parts.append(part)
+    rows = pd.concat(parts, ignore_index=True)
+    rows["family"] = rows["model_label"].map(family_of)
+    truth = {
+        name: {"severity": float(severity[k]), "slope": float(slope[k]), "family": families[k]}
+        for k, name in enumerate(judge_names[: len(severity)])
+    }
+    return {"arena": rows, "judges": truth, "family": family_of}
+
+
+def repeated(static: pd.DataFrame, p: np.ndarray, samples: int, seed: int) -> pd.DataFrame:
+    """``static`` (one answer per cell, success probability ``p``) with ``samples`` answers.
+
+    The given answers are sample 0; samples 1, ... are drawn from a generator of their own
+    (seeded by ``seed``), so the other draws of the seed do not move.
+    """
+    extra = np.random.default_rng([seed, 1]).random((samples - 1, len(p))) < p
+    parts = [static.assign(sample=0)]
+    for k, row in enumerate(extra, start=1):
+        parts.append(static.assign(correct=row.astype(int), sample=k))
+    return pd.concat(parts, ignore_index=True)
