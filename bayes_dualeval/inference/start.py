@@ -37,14 +37,15 @@ LEVEL_MARGIN = 0.15
 def level_start(inputs: ModelInputs) -> tuple[jax.Array, jax.Array]:
     """Starting ``gamma`` and ``level_c`` (one per arena source) for the level term.
 
-    Each source's prompt means ``zbar_q`` span ``[lo_s, hi_s]``; its intercept starts at
+    Each source's prompt means ``zbar_q`` (per unit: a prompt as one judge scored it)
+    span ``[lo_s, hi_s]``; its intercept starts at
     ``lo_s - m (hi_s - lo_s)`` and ``gamma`` at the largest ``(1 + 2 m) (hi_s - lo_s)``
     (``m`` = :data:`LEVEL_MARGIN`), so every prompt's target ``pbar_q`` lies within
     ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]`` at the start. Written in JAX, so that the
     start is a function of the inputs inside a compiled program (their values are not
     constants of it; :func:`bayes_dualeval.inference.nuts.data_as_argument`).
     """
-    used = inputs.prompt_n > 0
+    used = inputs.unit_n > 0
     zbar = inputs.prompt_zbar
     k = inputs.n_level_groups
     lo = jax.ops.segment_min(jnp.where(used, zbar, jnp.inf), inputs.level_group, k)

@@ -365,10 +365,10 @@ def build_inputs(
         dataset,
         use_static,
         centred,
-        # with facets a prompt has a level per judge: its b is not anchored to one
-        arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt"
-        and not facet.present,
-    )  # fmt: skip
+        arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
+        # with facets a prompt has a level per judge: its b is centred, not anchored to one
+        anchor=not facet.present,
+    )
     n_domains, item_domain = _domains(dataset, config)
     x_features = np.zeros((dataset.n_items, 0), f32)
     if features is not None:

@@ -122,7 +122,12 @@ PRIOR_SD_B, PRIOR_SD_LOG_A = 1.0, 0.3
 
 
 def centring(
-    dataset: Dataset, use_static: bool, how: str = "auto", *, arena_level: bool = False
+    dataset: Dataset,
+    use_static: bool,
+    how: str = "auto",
+    *,
+    arena_level: bool = False,
+    anchor: bool = True,
 ) -> np.ndarray:
     """Choose per item whether NUTS samples ``b`` and ``log a`` centred (1) or not (0).
 
@@ -142,6 +147,10 @@ def centring(
         every item centred; neither anchors.
     arena_level : bool
         Whether the arena level term is in the model.
+    anchor : bool
+        Whether arena prompts seen by the level term are anchored (False with several
+        judges or style covariates, where a prompt has a level per judge: their ``b`` is
+        then centred instead, the level terms pinning it down).
 
     Returns
     -------
@@ -159,10 +168,11 @@ def centring(
         raise ConfigError(f"centring must be auto, none or all; got {how!r}")
     info_b, info_log_a = item_information(dataset, use_static)
     arena = np.asarray(dataset.item_kind == "arena")
-    anchored = arena if arena_level else np.zeros(q, bool)
+    levelled = arena if arena_level else np.zeros(q, bool)
+    anchored = levelled if anchor else np.zeros(q, bool)
     centred = np.stack(
         [
-            (info_b * PRIOR_SD_B**2 >= 1.0) | anchored,
+            (info_b * PRIOR_SD_B**2 >= 1.0) | levelled,
             info_log_a * PRIOR_SD_LOG_A**2 >= 1.0,
             anchored,
         ]

@@ -39,7 +39,7 @@ from bayes_dualeval.core import atomic, item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.model import links
-from bayes_dualeval.model.simulate_facets import repeated
+from bayes_dualeval.model.simulate_facets import judged, repeated
 
 MODEL_NAMES = (
     "atlas-70b", "borealis-8b", "cirrus-34b", "delta-13b", "ember-7b", "fjord-405b",
@@ -246,14 +246,14 @@ def simulate(
             "domain": dom_r[qi],
         }
     )
-    judged = None
+    scored = None
     if judges > 1 or style_effect:
-        judged = judged(
+        scored = judged(
             arena, p_r[mi, qi], offset[qi], mi, theta, names, judges, self_preference,
             style_effect, judge_severity_sd, judge_slope_sd, gamma_reward, reward_noise, seed,
         )  # fmt: skip
-        arena = judged["arena"]
-        static["family"] = static["model_label"].map(judged["family"])
+        arena = scored["arena"]
+        static["family"] = static["model_label"].map(scored["family"])
     benchmarks = np.char.add(dom_s.astype(str), "_bench")
     static_ids = item_ids.static_ids(STATIC_SOURCE, benchmarks, idx_s)
     arena_ids = [item_ids.arena_id(ARENA_SOURCE, p) for p in prompt_ids]
@@ -291,12 +291,12 @@ def simulate(
             "seed": seed,
         },
     }
-    if judged is not None:
+    if scored is not None:
         truth["settings"].update(
             judges=judges, self_preference=self_preference, style_effect=style_effect
         )
-        truth["judges"] = judged["judges"]
-        truth["family"] = judged["family"]
+        truth["judges"] = scored["judges"]
+        truth["family"] = scored["family"]
         truth["gamma"] = gamma_reward / float(arena["reward"].std())
     if features is not None:
         truth["settings"].update(item_features=item_features, feature_share=feature_share)

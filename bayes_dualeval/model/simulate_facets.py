@@ -12,7 +12,7 @@ import pandas as pd
 
 def judged(arena, p, offset, model, theta, names, judges, self_preference, style_effect,
             severity_sd, slope_sd, gamma_reward, noise, seed) -> dict:  # fmt: skip
-    """The arena rows as ``judges`` judges score them (step 8 of :mod:`bayes_dualeval.model.simulate`).
+    """The arena rows as ``judges`` judges score them (step 8 of the simulator).
 
     ``p``, ``offset`` and ``model`` belong to the rows of ``arena`` (one per cell). Returns
     the rows (``judge``, ``family`` and ``length`` fields added), the truth per judge and
