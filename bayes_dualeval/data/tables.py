@@ -105,8 +105,15 @@ def dataset_fields(
     lonely = counts < 2
     keep_arena = ~lonely
     if lonely.any():
-        skipped["arena prompt answered by one model"] += len(np.unique(unit[lonely]))
-        arena = arena.loc[~lonely]
+        alone = _single_model_judges(arena)  # a judge that scored one model compares nothing
+        if alone:
+            names = ", ".join(repr(j) for j in alone[:3]) + (" ..." if len(alone) > 3 else "")
+            single = arena["judge"].isin(alone).to_numpy()
+            skipped[f"rows of arena judges that scored one model ({names})"] += int(single.sum())
+            lonely &= ~single
+        if lonely.any():
+            skipped["arena prompt answered by one model"] += len(np.unique(unit[lonely]))
+        arena = arena.loc[keep_arena]
     clash = set(_distinct(static["item"])) & set(_distinct(arena["item"]))
     if clash:
         raise InputError(
@@ -174,6 +181,14 @@ def dataset_fields(
         "skipped": {name: n for name, n in skipped.items() if n},
         "files": tuple(report.files),
     }
+
+
+def _single_model_judges(arena: pd.DataFrame) -> list[str]:
+    """The named judges of ``arena`` that scored a single model (sorted)."""
+    if "judge" not in arena:
+        return []
+    models = arena.dropna(subset=["judge"]).groupby("judge", observed=True)["model"].nunique()
+    return sorted(str(j) for j in models.index[models.to_numpy() == 1])
 
 
 def _judges(static: pd.DataFrame, arena: pd.DataFrame):
