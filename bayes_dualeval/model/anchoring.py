@@ -23,6 +23,13 @@ Jacobian ``prod_q s_q``: the density of ``v`` is the prior of ``b_q`` times ``s_
 model, and every posterior it implies, is exactly the same as in plain coordinates. Only
 the geometry NUTS explores changes: ``v_q`` stays near standard normal whatever the
 globals do.
+
+With several judges (or style covariates; :mod:`bayes_dualeval.model.facets`) a prompt
+has a level per judge. It is anchored to one of them, its unit with the most cells
+(``ModelInputs.anchor_unit``): the target is that unit's
+``(zbar - c_s - delta_k - mean offset) / gamma_k`` over its own cells, and the scale that
+unit's curvature. Any deterministic choice keeps the change of variables exact; this one
+removes the coupling to the globals that the anchoring unit carries.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import jax.numpy as jnp
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.arena_matrix import prompt_ability, prompt_sums, to_items
+from bayes_dualeval.model.facets import cell_scores, has_facets
 from bayes_dualeval.model.inputs import ModelInputs
 
 #: Most Newton iterations for the level-implied difficulty (vectorised over prompts) ...
@@ -61,7 +69,7 @@ def _mean_probability(b, a, theta, inputs: ModelInputs, *, slope: bool = False):
     else:  # every model on every arena prompt (NUTS's layout where most are observed)
         ability = prompt_ability(theta, matrix, inputs.n_models)
         p = links.probability(links.eta(ability, b[:, None], a[:, None]))
-    n = jnp.maximum(_take(inputs.prompt_n, inputs), 1.0)
+    n = jnp.maximum(_count(inputs), 1.0)
     pq = p * (1.0 - p)
     pbar = _sums(p, inputs) / n
     w = _sums(pq, inputs) / n
@@ -85,8 +93,22 @@ def _put(values, inputs: ModelInputs):
     return to_items(values, matrix, inputs.n_items)
 
 
+def _count(inputs: ModelInputs):
+    """Arena cells of each prompt (of its anchoring unit, with facets), in prompt space."""
+    if has_facets(inputs):
+        return inputs.unit_n[inputs.anchor_unit]
+    return _take(inputs.prompt_n, inputs)
+
+
 def _sums(values, inputs: ModelInputs):
-    """Sums of ``values`` over each arena prompt's cells, in prompt space."""
+    """Sums of ``values`` over each arena prompt's cells, in prompt space.
+
+    With facets, over the cells of each prompt's anchoring unit (lists only: the arena
+    matrix is not read with facets).
+    """
+    if has_facets(inputs):
+        units = inputs.unit_n.shape[0]
+        return jax.ops.segment_sum(values, inputs.arena_unit, units)[inputs.anchor_unit]
     matrix = inputs.arena_matrix
     if matrix is None:
         return jax.ops.segment_sum(values, inputs.arena_item, inputs.n_items)
@@ -105,7 +127,7 @@ def _newton(theta, a, target, inputs: ModelInputs):
     deterministic function of them and the change of variables stays exact
     (:func:`level_difficulty`).
     """
-    prompt_n = _take(inputs.prompt_n, inputs)
+    prompt_n = _count(inputs)
     n = jnp.maximum(prompt_n, 1.0)
     if inputs.arena_matrix is None:
         ability = ability_at(theta, inputs.arena_model, inputs.arena_item)
@@ -129,7 +151,26 @@ def _newton(theta, a, target, inputs: ModelInputs):
     return jax.lax.while_loop(going, step, (start, moved, 0))[0]
 
 
-def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
+def _level(gamma, level_c, inputs: ModelInputs, facets):
+    """Each prompt's anchoring level, over every item (Q,).
+
+    Its mean reward ``zbar``, the shift of its unit's prediction, its scale ``gamma`` and
+    its standard error.
+    """
+    if facets is None:
+        return inputs.prompt_zbar, level_c[inputs.level_group], gamma, inputs.prompt_se
+    unit = inputs.anchor_unit
+    judge = unit // inputs.n_items
+    shift = level_c[inputs.level_group[unit]]
+    if facets.severity is not None:
+        shift = shift + facets.severity[judge]
+    # the unit's mean offset (family biases, style), which its mean score adds to gamma pbar
+    offsets = cell_scores(jnp.zeros(inputs.arena_item.shape[0]), facets, inputs)
+    shift = shift + _sums(offsets, inputs) / jnp.maximum(_count(inputs), 1.0)
+    return inputs.prompt_zbar[unit], shift, facets.gamma[judge], inputs.prompt_se[unit]
+
+
+def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs, facets=None):
     """The level-implied difficulty ``b*_q`` and the mean ``w_q`` of ``p (1 - p)`` there.
 
     Parameters
@@ -141,13 +182,17 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     gamma : jax.Array, scalar
     level_c : jax.Array, shape (n_level_groups,)
     inputs : ModelInputs
+    facets : Facets, optional
+        The arena's facets (several judges, style): each prompt is anchored to its
+        anchoring unit's level.
 
     Returns
     -------
     b_star, w : jax.Array, shape (Q,)
         Meaningful for arena prompts only (other items get a finite placeholder).
     """
-    target = (inputs.prompt_zbar - level_c[inputs.level_group]) / gamma
+    zbar, shift, scale, _ = _level(gamma, level_c, inputs, facets)
+    target = (zbar - shift) / scale
     target = jnp.clip(target, TARGET_EPS, 1.0 - TARGET_EPS)
     # The iterations carry no gradient (differentiating through them would store and
     # replay all of them); the derivatives come from the implicit function theorem at
@@ -175,7 +220,11 @@ def level_difficulty(theta, a, gamma, level_c, inputs: ModelInputs):
     return _put(b_star, inputs), _put(w, inputs)
 
 
-def anchored_scale(a, w, gamma, sigma_b, inputs: ModelInputs):
+def anchored_scale(a, w, gamma, sigma_b, inputs: ModelInputs, facets=None):
     """Conditional standard deviation ``s_q`` of an anchored difficulty (shape (Q,))."""
+    if facets is not None:  # the anchoring unit's judge and standard error
+        unit = inputs.anchor_unit
+        gamma, se = facets.gamma[unit // inputs.n_items], inputs.prompt_se[unit]
+        return 1.0 / jnp.sqrt((gamma * a * w / se) ** 2 + 1.0 / sigma_b**2)
     level_precision = (gamma * a * w / inputs.prompt_se) ** 2
     return 1.0 / jnp.sqrt(level_precision + 1.0 / sigma_b**2)

@@ -11,7 +11,8 @@ prompt ``q`` and judge ``k``:
 * ``gamma_judge`` :math:`\gamma_k = \gamma \exp(\tau_\gamma (r_k - \bar r))`: each judge's
   discrimination, log-normal around the shared ``gamma`` (their geometric mean), so a
   judge with few rows borrows strength from the others;
-* ``severity`` :math:`\delta_k = \tau_\delta (r'_k - \bar r')`: each judge's level shift,
+* ``severity`` :math:`\delta_k = r'_k - \bar r'` with :math:`r'_k \sim N(0, 1)`: each
+  judge's level shift (a fixed prior scale: a judge's level is read from all its prompts),
   read by the level term, :math:`\bar z_{qk} \sim N(c_s + \delta_k + \bar s_{qk}, se_{qk})`
   (sum to zero over judges: the sources' intercepts hold the common level);
 * ``judge_bias`` :math:`\beta_{kf}`: how much more judge ``k`` favours models of family
@@ -47,16 +48,16 @@ from bayes_dualeval.data.dataset import Dataset
 if TYPE_CHECKING:
     from bayes_dualeval.model.inputs import ModelInputs
 
-#: Prior scales (half-normal) of the spread of the judges' log discriminations, of their
-#: severities (on the z-normalised reward scale), and of the judge x family biases (on the
-#: pair-logit scale); prior sd of a style coefficient per covariate sd.
-TAU_GAMMA, TAU_SEVERITY, TAU_BIAS, STYLE_SCALE = 0.5, 1.0, 0.5, 1.0
+#: Prior scales (half-normal) of the spread of the judges' log discriminations and of the
+#: judge x family biases (on the pair-logit scale); prior sd of a judge's severity (on the
+#: z-normalised reward scale, before centring) and of a style coefficient per covariate sd.
+TAU_GAMMA, TAU_BIAS, SEVERITY_SCALE, STYLE_SCALE = 0.5, 0.5, 1.0, 1.0
 #: The facet values the likelihood reads (deterministic or sampled), as posterior sites.
 VALUES = ("gamma_judge", "severity", "judge_bias", "style_coef")
 #: Every facet site (see the module), in the order the model samples them.
 SITES = (
-    "gamma_judge_raw", "tau_gamma_judge", "gamma_judge", "severity_raw", "tau_severity",
-    "severity", "bias_raw", "tau_bias", "judge_bias", "style_coef",
+    "gamma_judge_raw", "tau_gamma_judge", "gamma_judge", "severity_raw", "severity",
+    "bias_raw", "tau_bias", "judge_bias", "style_coef",
 )  # fmt: skip
 
 
@@ -195,9 +196,10 @@ def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | 
         tau = numpyro.sample("tau_gamma_judge", dist.HalfNormal(TAU_GAMMA))
         gamma_k = numpyro.deterministic("gamma_judge", gamma * jnp.exp(tau * (raw - raw.mean())))
         if severity:
-            raw = numpyro.sample("severity_raw", _standard((judges,)))
-            tau = numpyro.sample("tau_severity", dist.HalfNormal(TAU_SEVERITY))
-            sev = numpyro.deterministic("severity", tau * (raw - raw.mean()))
+            # a fixed scale: every judge's level is read from all its prompts, so a learned
+            # spread over a few judges only made a funnel (divergences near it)
+            raw = numpyro.sample("severity_raw", _standard((judges,), SEVERITY_SCALE))
+            sev = numpyro.deterministic("severity", raw - raw.mean())
     if has_bias(inputs):
         raw = numpyro.sample("bias_raw", _standard((judges, inputs.n_families)))
         tau = numpyro.sample("tau_bias", dist.HalfNormal(TAU_BIAS))

@@ -105,6 +105,10 @@ class ModelInputs:
         Each arena cell's judge (all 0 with one judge).
     arena_unit : jax.Array of int32, shape (R,)
         Each arena cell's unit (``item + Q judge``).
+    anchor_unit : jax.Array of int32, shape (Q,)
+        The unit whose mean reward anchors each item's difficulty
+        (:mod:`bayes_dualeval.model.anchoring`): with several judges, the prompt's unit
+        with the most cells (the first judge's among equals); the item itself with one.
     model_family : jax.Array of int32, shape (M,)
         Each model's family among the ``n_families`` (``n_families`` for a model without
         one); all 0 without judge x family biases.
@@ -179,6 +183,7 @@ class ModelInputs:
     level_group: jax.Array
     arena_judge: jax.Array
     arena_unit: jax.Array
+    anchor_unit: jax.Array
     model_family: jax.Array
     arena_style: jax.Array
     centring: jax.Array
@@ -366,8 +371,6 @@ def build_inputs(
         use_static,
         centred,
         arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
-        # with facets a prompt has a level per judge: its b is centred, not anchored to one
-        anchor=not facet.present,
     )
     n_domains, item_domain = _domains(dataset, config)
     x_features = np.zeros((dataset.n_items, 0), f32)
@@ -409,12 +412,19 @@ def build_inputs(
         level_group=jnp.asarray(group_of_item),
         arena_judge=jnp.asarray(facet.judge, dtype=jnp.int32),
         arena_unit=jnp.asarray(r_unit, dtype=jnp.int32),
+        anchor_unit=jnp.asarray(anchor_units(unit_n, dataset.n_items), dtype=jnp.int32),
         model_family=jnp.asarray(facet.family, dtype=jnp.int32),
         arena_style=jnp.asarray(facet.style, dtype=jnp.float32),
         centring=jnp.asarray(item_centring),
         item_features=jnp.asarray(x_features),
     )
     return inputs, pairs
+
+
+def anchor_units(unit_n: np.ndarray, n_items: int) -> np.ndarray:
+    """Each item's anchoring unit (see :attr:`ModelInputs.anchor_unit`), shape (Q,)."""
+    per_judge = np.asarray(unit_n).reshape(-1, n_items)  # (judges, Q)
+    return (np.argmax(per_judge, axis=0) * n_items + np.arange(n_items)).astype(np.int32)
 
 
 def _check_features(config: ModelConfig) -> None:

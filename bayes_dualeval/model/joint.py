@@ -93,10 +93,10 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             # before the items: anchored arena difficulties are drawn around their level
             gamma = numpyro.sample("gamma", dist.LogNormal(config.gamma_loc, config.gamma_scale))
             level = level_parameters(inputs, config)
-            if level is not None:
-                anchor = (ability, gamma, level)
             # judges, their family biases and style (several judges, or style covariates)
             facets = facet_parameters(inputs, gamma, severity=level is not None)
+            if level is not None:
+                anchor = (ability, gamma, level, facets)
         a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
         if inputs.has_static and inputs.static_counts is not None:

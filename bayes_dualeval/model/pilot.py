@@ -127,7 +127,6 @@ def centring(
     how: str = "auto",
     *,
     arena_level: bool = False,
-    anchor: bool = True,
 ) -> np.ndarray:
     """Choose per item whether NUTS samples ``b`` and ``log a`` centred (1) or not (0).
 
@@ -147,10 +146,6 @@ def centring(
         every item centred; neither anchors.
     arena_level : bool
         Whether the arena level term is in the model.
-    anchor : bool
-        Whether arena prompts seen by the level term are anchored (False with several
-        judges or style covariates, where a prompt has a level per judge: their ``b`` is
-        then centred instead, the level terms pinning it down).
 
     Returns
     -------
@@ -168,11 +163,10 @@ def centring(
         raise ConfigError(f"centring must be auto, none or all; got {how!r}")
     info_b, info_log_a = item_information(dataset, use_static)
     arena = np.asarray(dataset.item_kind == "arena")
-    levelled = arena if arena_level else np.zeros(q, bool)
-    anchored = levelled if anchor else np.zeros(q, bool)
+    anchored = arena if arena_level else np.zeros(q, bool)
     centred = np.stack(
         [
-            (info_b * PRIOR_SD_B**2 >= 1.0) | levelled,
+            (info_b * PRIOR_SD_B**2 >= 1.0) | anchored,
             info_log_a * PRIOR_SD_LOG_A**2 >= 1.0,
             anchored,
         ]

@@ -62,7 +62,8 @@ def item_parameters(
     theta_mean, spread : jax.Array
         From :func:`abilities`.
     anchor : tuple, optional
-        ``(theta, gamma, level_c)`` of the arena level term, which anchored prompts need.
+        ``(theta, gamma, level_c, facets)`` of the arena level term (``facets`` None
+        without several judges or style), which anchored prompts need.
     """
     two_pl = links.get(config.irt).slope
     g = inputs.item_group
@@ -146,11 +147,11 @@ def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, spread, relative, 
     and the factor ``b_anchor`` turns its density into the prior of ``b_q`` times the
     Jacobian ``s_q``.
     """
-    theta, gamma, level_c = anchor
+    theta, gamma, level_c, facets = anchor
     marked = (inputs.b_anchored > 0) & (inputs.prompt_n > 0)
     slope = jnp.ones(inputs.n_items) if a is None else a
-    b_star, w = anchoring.level_difficulty(theta, slope, gamma, level_c, inputs)
-    s = anchoring.anchored_scale(slope, w, gamma, scale, inputs)
+    b_star, w = anchoring.level_difficulty(theta, slope, gamma, level_c, inputs, facets)
+    s = anchoring.anchored_scale(slope, w, gamma, scale, inputs, facets)
     centred = jnp.where(marked, 0.0, inputs.b_centred)
     raw_or_plain = _draw(
         "b_raw",
