@@ -338,7 +338,7 @@ def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler):
     config = load_spec("dualeval-2pl")
     settings = SamplerSettings(sampler=sampler, svi_steps=100, draws=10, seed=0, map_steps=1)
     runs, keys = [], []
-    for seed in (1, 3):
+    for seed in (1, 2):  # 102 and 104 decisive pairs
         inputs = _simulated_inputs(config, 9, seed)
         with _CacheKeys().listening() as looked_up:
             runs.append((inputs, sample(inputs, config, settings)))

@@ -15,7 +15,7 @@ atoms in these distributions: on AlpacaEval's judges 73% of the pairs have ``|dz
 every pair's maximum is at most the top value, so a plain quantile would make every pair a
 tie or both-bad and leave none decisive. Each cut-off is therefore placed on whichever side
 of an atom leaves the share of pairs it takes closer to the ratio asked for
-(:func:`cutoff`); continuous rewards are cut exactly as by the quantile.
+(:func:`cutoff`); where a quantile falls between distinct values it is kept as it is.
 
 The remaining pairs are *decisive*. There is no Python loop over prompts or pairs: pairs
 are enumerated with ``np.repeat`` arithmetic on prompt-sorted rows, so time and memory grow
@@ -152,7 +152,8 @@ def cutoff(values: np.ndarray, ratio: float) -> float:
     Where the quantile falls on a value that many pairs share (discrete rewards), ``<= c``
     may take far more than ``ratio`` of them; ``c`` then moves to the largest value below
     the atom (``-inf`` if none) when that leaves the share taken closer to ``ratio`` by
-    more than one value's worth (``1 / n``). Continuous values keep the quantile.
+    more than one value's worth (``1 / n``). Where the quantile falls between distinct
+    values it is the cut-off as it is.
     """
     values = np.asarray(values)
     q = np.float32(np.quantile(values, ratio))
