@@ -9,9 +9,10 @@
   reader.
 - :mod:`~bayes_dualeval.data.parquet`: Parquet files (optional pyarrow), the same rules
   applied by column (:mod:`~bayes_dualeval.data.columns`: one check per distinct value).
-- :mod:`~bayes_dualeval.data.tables`: rows to canonical tables, cleaning, cells of
-  repeated answers and judges, indexing and reward normalisation
-  (:func:`~bayes_dualeval.data.tables.normalise_rewards`).
+- :mod:`~bayes_dualeval.data.tables`: rows to canonical tables, cleaning, indexing and
+  reward normalisation (:func:`~bayes_dualeval.data.tables.normalise_rewards`);
+  :mod:`~bayes_dualeval.data.cells`: the cells of repeated answers and judges, and
+  duplicates.
 - :mod:`~bayes_dualeval.data.dataset`: the :class:`~bayes_dualeval.data.dataset.Dataset`;
   :mod:`~bayes_dualeval.data.load`: :func:`~bayes_dualeval.data.load.load` (files and a
   families file); :mod:`~bayes_dualeval.data.summary`: what a dataset holds, counted.

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import DataWarning, InputError
+from bayes_dualeval.data.cells import skip_hint
 from bayes_dualeval.data.readers import STYLE_PREFIX, ReadReport
 from bayes_dualeval.data.tables import (
     KINDS,
@@ -26,7 +27,6 @@ from bayes_dualeval.data.tables import (
     dataset_fields,
     frames_to_tables,
     frozen,
-    skip_hint,
 )
 
 __all__ = ["KINDS", "REWARD_NORMS", "Dataset"]

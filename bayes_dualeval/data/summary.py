@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayes_dualeval.data.tables import skip_hint
+from bayes_dualeval.data.cells import skip_hint
 
 if TYPE_CHECKING:
     from bayes_dualeval.data.dataset import Dataset

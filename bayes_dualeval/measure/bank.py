@@ -25,8 +25,8 @@ from bayes_dualeval import __version__
 from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
+from bayes_dualeval.data.cells import arena_cells, static_cells
 from bayes_dualeval.data.readers import read_paths
-from bayes_dualeval.data.tables import arena_cells, static_cells
 from bayes_dualeval.model import links
 from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.spec import DualEvalModel
