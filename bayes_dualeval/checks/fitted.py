@@ -133,20 +133,16 @@ class FittedRun:
     def arena_scores(self, d: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The arena cells' scores under draws ``d``, from their probabilities ``p`` (D, R).
 
-        ``gamma p`` without facets; with them each draw's
-        :func:`~bayes_dualeval.model.facets.scores` (judge discriminations, family biases
-        and style).
+        ``gamma p`` without facets; with them :func:`~bayes_dualeval.model.facets.scores`
+        of every draw at once (judge discriminations, family biases and style).
         """
         if self.facets is None:
             return p * self.gamma[d][:, None]
         cells = self.facets["arena"]
+        draws = {name: self.facets[name][d] for name in VALUES if name in self.facets}
+        batch = Facets.from_draws(draws, self.gamma[d][:, None])  # every draw at once
         family = cells.family[self.dataset.arena_model]
-        out = np.empty(p.shape, np.float32)
-        for row, k in enumerate(d):
-            draw = {name: self.facets[name][k] for name in VALUES if name in self.facets}
-            one = Facets.from_draws(draw, self.gamma[k])
-            out[row] = np.asarray(scores(p[row], one, cells.judge, family, cells.style))
-        return out
+        return np.asarray(scores(p, batch, cells.judge, family, cells.style), np.float32)
 
     @property
     def n_draws(self) -> int:

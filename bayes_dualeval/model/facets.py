@@ -81,10 +81,15 @@ class Facets:
 
     @classmethod
     def from_draws(cls, draws, gamma) -> Facets:
-        """The facets of one posterior draw (a mapping of site values)."""
+        """The facets of posterior draws (a mapping of site values).
+
+        ``gamma`` is the shared discrimination: a scalar for one draw, or shaped (..., 1)
+        with the draws' leading axes; it stands for every judge without ``gamma_judge``.
+        """
         judge = draws.get("gamma_judge")
+        shared = gamma if jnp.ndim(gamma) > 1 else jnp.reshape(gamma, (1,))
         return cls(
-            gamma=jnp.reshape(gamma, (1,)) if judge is None else judge,
+            gamma=shared if judge is None else judge,
             severity=draws.get("severity"),
             bias=draws.get("judge_bias"),
             style=draws.get("style_coef"),
@@ -228,14 +233,17 @@ def scores(p, facets: Facets, judge, family, style):
     ``judge`` and ``family`` index the facets' judges and families per cell (``family``
     equal to the number of families for a model without one, which has no bias), ``style``
     holds the standardised covariates (R, C). The one formula of a cell's score: the fit,
-    the pointwise log likelihood and the checks' replicates all compute it here.
+    the pointwise log likelihood and the checks' replicates all compute it here. The
+    facets may carry leading axes of draws (``gamma`` (..., J), ``bias`` (..., J, F),
+    ``style`` (..., C, J)), with ``p`` (..., R): the scores are then (..., R).
     """
-    score = facets.gamma[judge] * p
+    score = jnp.take(facets.gamma, judge, axis=-1) * p
     if facets.bias is not None:
         # a model without a family (index n_families) has no bias: a zero column
         bias = facets.bias
-        padded = jnp.concatenate([bias, jnp.zeros((bias.shape[0], 1), bias.dtype)], axis=1)
-        score = score + padded[judge, family]
+        padded = jnp.concatenate([bias, bias[..., :1] * 0.0], axis=-1)
+        score = score + padded[..., judge, family]
     if facets.style is not None:
-        score = score + jnp.sum(style * facets.style[:, judge].T, axis=-1)
+        per_cell = jnp.swapaxes(jnp.take(facets.style, judge, axis=-1), -1, -2)  # (..., R, C)
+        score = score + jnp.sum(style * per_cell, axis=-1)
     return score
