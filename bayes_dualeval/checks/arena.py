@@ -3,7 +3,7 @@ r"""One pass over the arena pairs: cell checks, prompt fit and per-model replica
 An arena cell (pairs likelihood) counts the model's soft wins on the prompt,
 :math:`W_{iq} = \sum t` over its decisive pairs (oriented to its side), against
 :math:`\sum s` with :math:`s` the pair's win probability
-(:func:`~bayes_dualeval.model.likelihood.pair_win_probability`; Bradley-Terry:
+(:func:`~bayes_dualeval.model.arena_term.win_probability`; Bradley-Terry:
 :math:`\sigma(\theta_i - \theta_j)`). Replicated wins are treated as soft outcomes with
 per-draw mean :math:`\sum s` and variance :math:`\phi \sum s(1 - s)`: :math:`\phi = 1` is
 the binomial (hard win/loss) variance, and by default :math:`\phi` is estimated from the

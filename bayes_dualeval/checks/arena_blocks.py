@@ -8,7 +8,7 @@ is compared with the reward predicted for it *with the block left out*.
 The prediction is the one the arena cell checks use
 (:func:`~bayes_dualeval.checks.reward.reward_stats`): the normalised reward of cell
 ``(i, q)`` is ``zbar_q + gamma (p_iq - pbar_q) + e``
-(:func:`~bayes_dualeval.model.likelihood.reward_mean`; the prompt's mean reward plus the
+(:func:`~bayes_dualeval.model.arena_term.reward_mean`; the prompt's mean reward plus the
 model's success probability relative to the prompt's mean, on the reward scale ``gamma``;
 also what the pairs likelihood implies, since it models ``z_i - z_j`` by
 ``gamma (p_i - p_j)``). Written for the model's own ability ``t``, with the other models'
@@ -40,7 +40,7 @@ from scipy import special
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
-from bayes_dualeval.model.likelihood import reward_mean
+from bayes_dualeval.model.arena_term import reward_mean
 from bayes_dualeval.model.spec import DualEvalModel
 
 

@@ -6,7 +6,7 @@ float32), takes the specification that produced it from the posterior's attribut
 data were fitted and the arena likelihood), restricts the dataset to the kinds fitted, and
 checks that data and draws belong together. The predictive formula comes from
 :mod:`bayes_dualeval.model.links` and
-:func:`~bayes_dualeval.model.likelihood.pair_win_probability`; this module only gathers
+:func:`~bayes_dualeval.model.arena_term.win_probability`; this module only gathers
 the draws of the cells it is asked about, one draw at a time (a 1-D ``take`` is several
 times faster than fancy indexing of a 2-D array).
 """
@@ -23,8 +23,8 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import AbilityMap, domain_map
+from bayes_dualeval.model.arena_term import win_probability
 from bayes_dualeval.model.facets import VALUES, Facets, arena_facets, scores
-from bayes_dualeval.model.likelihood import pair_win_probability
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
 
@@ -137,7 +137,7 @@ class FittedRun:
         of every draw at once (judge discriminations, family biases and style).
         """
         if self.facets is None:
-            return p * self.gamma[d][:, None]
+            return self.model.arena.score(p, self.gamma[d][:, None])
         cells = self.facets["arena"]
         draws = {name: self.facets[name][d] for name in VALUES if name in self.facets}
         batch = Facets.from_draws(draws, self.gamma[d][:, None])  # every draw at once
@@ -226,20 +226,17 @@ class FittedRun:
     def pair_prob(self, d: np.ndarray) -> np.ndarray:
         """Win probability of the first side of every decisive pair, (P, len(d)) float32.
 
-        Bradley-Terry: ``sigmoid(theta_i - theta_j)``; pairs likelihood:
-        :func:`pair_win_probability` of the arena cells' success probabilities.
+        :func:`~bayes_dualeval.model.arena_term.win_probability` of the two sides' scores:
+        the abilities under Bradley-Terry, else the arena cells' :meth:`arena_scores`.
         """
         dec = self.decisive
         if self.arena == "bt":
-            t = np.ascontiguousarray(self.theta[d].T)
-            return pair_win_probability(t[dec.i], t[dec.j], np.float32(1.0))
+            s = np.ascontiguousarray(self.theta[d].T)
+            return win_probability(s[dec.i], s[dec.j])
         ds = self.dataset
         p = links.probability(self.eta(d, ds.arena_model, ds.arena_item))
-        if self.facets is not None:  # the pair logit: the difference of the cells' scores
-            s = np.ascontiguousarray(self.arena_scores(d, p).T)
-            return pair_win_probability(s[dec.row_i], s[dec.row_j], np.float32(1.0))
-        p = np.ascontiguousarray(p.T)
-        return pair_win_probability(p[dec.row_i], p[dec.row_j], self.gamma[d][None, :])
+        s = np.ascontiguousarray(self.arena_scores(d, p).T)
+        return win_probability(s[dec.row_i], s[dec.row_j])
 
 
 def _var(idata, name: str) -> np.ndarray | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtr
 from scipy.stats import rankdata
 
 from bayes_dualeval.checks.fitted import FittedRun, resolve
@@ -31,7 +30,7 @@ from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs
 from bayes_dualeval.data.holdout import HeldOut
-from bayes_dualeval.model import links
+from bayes_dualeval.model import arena_term, links
 
 #: Posterior draws the scores average over (evenly spaced).
 HOLDOUT_DRAWS = 500
@@ -178,12 +177,12 @@ def _arena(fit: FittedRun, d: np.ndarray, held: HeldOut):
 def _win(fit: FittedRun, d: np.ndarray, gap: np.ndarray) -> np.ndarray:
     """Probability that the first side wins, per draw, from the gap of its two sides."""
     if fit.arena == "bt":
-        return links.sigmoid(gap)
-    gamma = fit.gamma[d].astype(np.float64)[:, None]
+        return arena_term.win_probability(gap, 0.0)
+    gap = fit.model.arena.score(gap, fit.gamma[d].astype(np.float64)[:, None])
     if fit.arena == "reward":
         sigma = fit.sigma[d].astype(np.float64)[:, None]
-        return ndtr(gamma * gap / (np.sqrt(2.0) * sigma))
-    return links.sigmoid(gamma * gap)
+        return arena_term.reward_win_probability(gap, 0.0, sigma)
+    return arena_term.win_probability(gap, 0.0)
 
 
 def _rows(fit, model, item, kind, observed, predicted, partners) -> pd.DataFrame:

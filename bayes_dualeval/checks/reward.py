@@ -3,7 +3,7 @@ r"""The ``reward`` arena likelihood's checks: cells, prompt fit and per-model re
 An arena cell under the ``reward`` likelihood compares the normalised reward with
 :math:`\bar z_q + \gamma(p_{iq} - \bar p_q)` (the prompt offset integrated out, as in
 :func:`~bayes_dualeval.model.likelihood.reward_per_item`; computed by
-:func:`~bayes_dualeval.model.likelihood.reward_mean`) and residual standard deviation
+:func:`~bayes_dualeval.model.arena_term.reward_mean`) and residual standard deviation
 :math:`\sigma\sqrt{1 - 1/n_q}`.
 
 The cell's surprise is one-sided, in the direction of contamination (a reward above what
@@ -27,7 +27,7 @@ from bayes_dualeval.checks.cells import EPS, Cells
 from bayes_dualeval.checks.fitted import FittedRun
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.model import links
-from bayes_dualeval.model.likelihood import reward_mean
+from bayes_dualeval.model.arena_term import reward_mean
 
 
 def reward_stats(fit: FittedRun, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

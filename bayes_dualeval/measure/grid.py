@@ -38,7 +38,7 @@ from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import kernels
 from bayes_dualeval.measure.bank import Bank, Responses, shift
-from bayes_dualeval.model import links
+from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.model.inputs import contrast_weight
 
 #: Points of the fine grid of each model.
@@ -178,7 +178,11 @@ def _raw(grids: np.ndarray, index: np.ndarray, bank: Bank, d: np.ndarray) -> np.
 
 
 def _rewards(bank: Bank, resp: Responses, grids: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """``z ~ Normal(zbar_q + gamma (p - pbar_q), sigma)`` with the bank's prompt means."""
+    """``z ~ Normal(zbar_q + gamma (p - pbar_q), sigma)`` with the bank's prompt means.
+
+    :func:`~bayes_dualeval.model.arena_term.gaussian` around
+    :func:`~bayes_dualeval.model.arena_term.reward_mean`, weighted by ``lambda_arena``.
+    """
     ds = bank.dataset
     par = bank.parameters(d)
     b_cells, a_cells = par["b"][:, ds.arena_item], _take(par["a"], ds.arena_item)
@@ -190,12 +194,11 @@ def _rewards(bank: Bank, resp: Responses, grids: np.ndarray, d: np.ndarray) -> n
     q = resp.arena_item
     mine = _raw(grids, resp.arena_model, bank, d)
     eta = links.eta(mine, par["b"][:, q, None], _col(_take(par["a"], q)))
-    gamma, sigma = bank.draws["gamma"][d], bank.draws["sigma"][d]
-    mu = zbar[q][None, :, None] + gamma[:, None, None] * (
-        links.probability(eta) - pbar[:, q][..., None]
+    gamma, sigma = bank.draws["gamma"][d][:, None, None], bank.draws["sigma"][d][:, None, None]
+    mu = arena_term.reward_mean(
+        links.probability(eta), pbar[:, q][..., None], gamma, zbar[q][None, :, None]
     )
-    resid = (resp.arena_z[None, :, None] - mu) / sigma[:, None, None]
-    ll = bank.model.config.lambda_arena * (-0.5 * resid**2 - np.log(sigma)[:, None, None])
+    ll = bank.model.arena.weight * arena_term.gaussian(resp.arena_z[None, :, None] - mu, sigma)
     return sum_by_model(ll, resp.arena_model, len(grids))
 
 

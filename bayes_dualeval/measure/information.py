@@ -6,7 +6,9 @@ under 1PL and 2PL).
 
 An arena prompt speaks through the new model's pairs with the bank models that answered
 it (or through its reward). Its information is the expected curvature of those likelihood
-terms in :math:`\theta`, as the fit writes them (:mod:`bayes_dualeval.measure.grid`). With
+terms in :math:`\theta`: the curvatures of :mod:`bayes_dualeval.model.arena_term`'s terms
+in the logit (``pair_curvature``, ``both_bad_curvature``, ``gaussian_curvature``) times the
+square of the score's slope in :math:`\theta`. With
 :math:`p = \sigma(a(\theta - b))` the new model's success probability on the prompt,
 :math:`p_j` bank model :math:`j`'s, :math:`x_j = \gamma (p - p_j)` and :math:`w` the fit's
 pair weight on a prompt with one model more:
@@ -36,7 +38,7 @@ import numpy as np
 
 from bayes_dualeval.measure.grid import pair_kinds
 from bayes_dualeval.measure.kernels import padded_rows
-from bayes_dualeval.model import links
+from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.model.inputs import contrast_weight
 
 
@@ -97,7 +99,7 @@ def prompts(bank) -> Prompts:
     both = (mask[:, :, None] * mask[:, None, :]) * np.triu(np.ones(mask.shape[1:] * 2), 1)
     kept, bad = pair_kinds(bank, z[:, :, None], z[:, None, :])
     n_pairs = np.maximum(both.sum(axis=(1, 2)), 1.0)
-    bt = bank.model.arena_term == "bt"
+    bt = bank.model.arena.kind == "bt"
     decisive = (both * (kept & ~bad)).sum(axis=(1, 2)) / n_pairs
     both_bad = np.zeros(n_items) if bt else (both * (kept & bad)).sum(axis=(1, 2)) / n_pairs
     n_models = mask.sum(axis=1)
@@ -127,31 +129,32 @@ def arena_information(bank, table: Prompts, theta, items, rows) -> np.ndarray:
         The module's :math:`I_{\text{pairs}}`, :math:`I_{\text{bt}}` or
         :math:`I_{\text{reward}}`, by the bank's arena likelihood.
     """
-    config, term = bank.model.config, bank.model.arena_term
+    arena = bank.model.arena
     items, rows = np.asarray(items, dtype=int), np.asarray(rows, dtype=int)
     theta = np.asarray(theta, dtype=np.float64)[:, None]  # (D, 1)
     mask = table.mask[items][None]  # (1, C, M)
     theta_j = bank.draws["theta"][rows][:, table.other[items]]  # (D, C, M)
-    lam = float(config.lambda_arena)
-    if term == "bt":
-        s = links.sigmoid(theta[..., None] - theta_j)
-        comparisons = (mask * s * (1 - s)).sum(axis=2)
+    lam = arena.weight
+    if arena.kind == "bt":
+        comparisons = arena_term.pair_curvature(theta[..., None] - theta_j, mask).sum(axis=2)
         return lam * (table.weight * table.decisive)[items] * comparisons
     par = bank.parameters(rows, items)
     b, a = par["b"], par["a"]
     p = links.probability(links.eta(theta, b, a))  # (D, C)
     slope = 1.0 if a is None else a
     dp = slope * p * (1 - p)
-    ones = np.ones(len(rows))
-    gamma = (bank.draws["gamma"][rows] if "gamma" in bank.draws else ones)[:, None]
-    if term == "reward":
+    gamma = bank.draws["gamma"][rows][:, None]
+    # d score / d theta of the new model's cell
+    dscore = arena.score(dp, gamma)
+    if arena.kind == "reward":
         sigma = bank.draws["sigma"][rows][:, None]
-        return lam * (gamma * dp / sigma) ** 2
+        return lam * arena_term.gaussian_curvature(sigma) * dscore**2
     a_j = None if a is None else a[..., None]
     p_j = links.probability(links.eta(theta_j, b[..., None], a_j))
-    s = links.sigmoid(gamma[..., None] * (p[..., None] - p_j))
-    soft = lam * (table.weight * table.decisive)[items] * gamma**2 * dp**2
-    soft = soft * (mask * s * (1 - s)).sum(axis=2)
+    x = arena.score(p[..., None], gamma[..., None]) - arena.score(p_j, gamma[..., None])
+    soft = lam * (table.weight * table.decisive)[items] * dscore**2
+    soft = soft * arena_term.pair_curvature(x, mask).sum(axis=2)
     n = table.mask[items].sum(axis=1)
-    bb = float(config.lambda_bb) * (table.weight * table.both_bad)[items] * n
-    return soft + bb * slope * dp
+    bb = arena.both_bad_weight * (table.weight * table.both_bad)[items] * n
+    eta = links.eta(theta, b, a)
+    return soft + bb * slope**2 * arena_term.both_bad_curvature(eta, 1.0)

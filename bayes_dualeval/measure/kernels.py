@@ -11,6 +11,7 @@ points x hundreds of draws), so it is written for the machine:
 * **on the device once**: the layout and the bank's draws are transferred when the layout
   is built; a chunk of draws passes only its draw indices;
 * **one log-sigmoid per decisive pair**: the soft-label term
+  (:func:`~bayes_dualeval.model.arena_term.pair`)
   :math:`t \log s(x) + (1 - t) \log s(-x) = \log s(x) - (1 - t) x` with
   :math:`x = \gamma (p_{kq} - p_{jq})` is linear in :math:`p_{kq}` apart from
   :math:`\log s(x)`, so its linear part and the both-bad term
@@ -35,7 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_dualeval.measure.bank import shift
-from bayes_dualeval.model import links
+from bayes_dualeval.model import arena_term, links
+from bayes_dualeval.model.arena_term import ArenaTerm
 
 #: Largest number of (draws x rows x grid points) one compiled call evaluates.
 CHUNK = 16_000_000
@@ -68,7 +70,9 @@ class Layout:
     (K, P_max), ``cell_*`` the (new model, prompt) cells of the pairs with the summed
     weights of their linear and both-bad terms (K, R_max); padding has zero weight.
     ``draws`` holds the bank's draws of ``theta``, ``b``, ``a``, ``c``, ``d``, ``gamma``
-    and ``centre`` (the leaderboard's zero), absent sites None.
+    and ``centre`` (the leaderboard's zero), absent sites None (``gamma`` where no pair
+    reads it). ``arena`` is the bank's arena likelihood, whose weights ``pair_*`` and
+    ``cell_*`` already hold.
     """
 
     static_item: jax.Array
@@ -84,7 +88,7 @@ class Layout:
     draws: dict
     has_static: bool
     has_pairs: bool
-    bt: bool
+    arena: ArenaTerm
 
 
 def layout(bank, resp, pairs) -> Layout:
@@ -97,7 +101,6 @@ def layout(bank, resp, pairs) -> Layout:
     pairs : ArenaPairs or None
         From :func:`~bayes_dualeval.measure.grid.arena_pairs`; None leaves the arena out.
     """
-    config = bank.model.config
     k = resp.n_models
     s_index, s_mask = padded_rows(resp.static_model, k)
     if len(resp.static_item):
@@ -107,9 +110,10 @@ def layout(bank, resp, pairs) -> Layout:
         static_n = np.asarray(resp.static_n, dtype=np.float32)[s_index] * s_mask
     else:
         static_item, static_y, static_n = s_index, s_mask, s_mask
-    bt = bank.model.arena_term == "bt"
-    lam_arena, lam_bb = float(config.lambda_arena), float(config.lambda_bb)
-    n = len(pairs) if pairs is not None and bank.model.arena_term != "reward" else 0
+    term = bank.model.arena
+    bt = term.kind == "bt"
+    lam_arena, lam_bb = term.weight, term.both_bad_weight
+    n = len(pairs) if pairs is not None and term.reads_pairs else 0
     empty = np.zeros(0)
     model = np.asarray(pairs.model[:n] if n else empty, dtype=np.int64)
     item = np.asarray(pairs.item[:n] if n else empty, dtype=np.int64)
@@ -126,9 +130,8 @@ def layout(bank, resp, pairs) -> Layout:
     # the terms linear in the new model's success probability, summed per (model, prompt)
     q = bank.dataset.n_items
     cells, cell_of = np.unique(model * q + item, return_inverse=True)
-    weight_lin = np.bincount(
-        cell_of, weights=np.where(bad, 0.0, lam_arena * w * (1 - t)), minlength=len(cells)
-    )
+    linear = lam_arena * arena_term.linear_weight(t, w)
+    weight_lin = np.bincount(cell_of, weights=np.where(bad, 0.0, linear), minlength=len(cells))
     weight_bb = np.bincount(cell_of, weights=np.where(bad, lam_bb * w, 0.0), minlength=len(cells))
     c_index, c_mask = padded_rows(cells // q, k)
     cell_item = _at(cells % q, c_index, 0)
@@ -140,7 +143,7 @@ def layout(bank, resp, pairs) -> Layout:
     draws = {name: None for name in links.ITEM_PARAMETERS}
     draws.update(bank.parameters())
     draws["theta"] = bank.draws["theta"]
-    draws["gamma"] = bank.draws["gamma"] if "gamma" in bank.draws else np.ones(bank.n_draws)
+    draws["gamma"] = bank.draws["gamma"] if n and term.has_items else None
     draws["centre"] = shift(bank)
     return Layout(
         static_item=jnp.asarray(static_item, jnp.int32),
@@ -152,11 +155,11 @@ def layout(bank, resp, pairs) -> Layout:
         pair_item=jnp.asarray(item_d, jnp.int32),
         pair_other=jnp.asarray(other_d, jnp.int32),
         pair_weight=jnp.asarray(lam_arena * w_d, f32),
-        pair_linear=jnp.asarray(lam_arena * w_d * (1 - t_d), f32),
+        pair_linear=jnp.asarray(lam_arena * arena_term.linear_weight(t_d, w_d), f32),
         draws={name: None if v is None else jnp.asarray(v, f32) for name, v in draws.items()},
         has_static=len(resp.static_item) > 0,
         has_pairs=n > 0,
-        bt=bt,
+        arena=term,
     )
 
 
@@ -226,7 +229,7 @@ def _loglik_chunk(lay: Layout, grids, rows):
     if lay.has_static:
         total = total + _static(lay, draws, theta, rows)
     if lay.has_pairs:
-        arena = _bt if lay.bt else _pairs
+        arena = _bt if lay.arena.kind == "bt" else _pairs
         total = total + arena(lay, draws, theta, rows)
     return total
 
@@ -246,29 +249,35 @@ def _static(lay, draws, theta, rows):
 
 
 def _pairs(lay, draws, theta, rows):
-    gamma = draws["gamma"][rows][:, None, None]
+    """:func:`~bayes_dualeval.model.arena_term.pair` of every pair, and the both-bad terms.
+
+    The scores are ``gamma p`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`).
+    """
+    gamma = draws["gamma"][rows][:, None, None, None]  # (D, 1, 1, 1)
     b, a = _take(draws, "b", rows, lay.pair_item), _take(draws, "a", rows, lay.pair_item)
-    mine = links.probability(links.eta(theta[:, :, None, :], b, a))  # (D, K, P, G)
+    mine = lay.arena.score(links.probability(links.eta(theta[:, :, None, :], b, a)), gamma)
     theta_o = draws["theta"][rows][:, lay.pair_other][..., None]
-    p_other = links.probability(links.eta(theta_o, b, a))  # (D, K, P, 1)
-    x = gamma[..., None] * (mine - p_other)
-    decisive = jnp.sum(lay.pair_weight[None, :, :, None] * links.log_sigmoid(x), axis=2)
-    # the linear part -(1 - t) w x: the bank side is constant in the grid (kept, so the
-    # value is exact); the new model's side and the both-bad term per (model, prompt)
-    offset = gamma * jnp.sum(lay.pair_linear[None, :, :, None] * p_other, axis=2)
+    other = lay.arena.score(links.probability(links.eta(theta_o, b, a)), gamma)  # (D, K, P, 1)
+    weight = lay.pair_weight[None, :, :, None]
+    decisive = jnp.sum(arena_term.pair_nonlinear(mine - other, weight), axis=2)
+    # the linear part -(1 - t) w (s_mine - s_other): the bank side is constant in the grid
+    # (kept, so the value is exact); the new model's side and the both-bad term per
+    # (model, prompt)
+    offset = jnp.sum(lay.pair_linear[None, :, :, None] * other, axis=2)
     eta = links.eta(
         theta[:, :, None, :], _take(draws, "b", rows, lay.cell_item),
         _take(draws, "a", rows, lay.cell_item),
     )  # fmt: skip
-    cells = -gamma[..., None] * lay.cell_linear[None, :, :, None] * links.probability(eta)
-    cells = cells + lay.cell_both_bad[None, :, :, None] * links.log_sigmoid(-eta)
+    cells = -lay.cell_linear[None, :, :, None] * lay.arena.score(links.probability(eta), gamma)
+    cells = cells + arena_term.both_bad(eta, lay.cell_both_bad[None, :, :, None])
     return decisive + offset + jnp.sum(cells, axis=2)
 
 
 def _bt(lay, draws, theta, rows):
+    """:func:`~bayes_dualeval.model.arena_term.pair` of every pair; the scores are abilities."""
     theta_o = draws["theta"][rows][:, lay.pair_other]  # (D, K, P)
     x = theta[:, :, None, :] - theta_o[..., None]
-    soft = jnp.sum(lay.pair_weight[None, :, :, None] * links.log_sigmoid(x), axis=2)
+    soft = jnp.sum(arena_term.pair_nonlinear(x, lay.pair_weight[None, :, :, None]), axis=2)
     # the linear part -(1 - t) w x, summed over each model's pairs outside the pair loop
     # (inside it, it tripled the loop's time): -L_k theta + sum (1 - t) w theta_other
     total = jnp.sum(lay.pair_linear, axis=1)[None, :, None]
@@ -279,7 +288,7 @@ def _bt(lay, draws, theta, rows):
 jax.tree_util.register_dataclass(
     Layout,
     data_fields=[*ROW_FIELDS, "draws"],
-    meta_fields=["has_static", "has_pairs", "bt"],
+    meta_fields=["has_static", "has_pairs", "arena"],
 )
 
 

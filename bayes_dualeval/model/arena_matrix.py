@@ -11,11 +11,13 @@ of :mod:`bayes_dualeval.model.anchoring` reading the matrix too):
 
 * the success probabilities of every model on every arena prompt, ``P`` (prompts x
   models), by broadcasting, as the static matrix does;
-* every pair's contrast at once, ``X = gamma P E``, where the incidence matrix ``E``
+* every pair's logit at once, ``X = gamma P E``, where the incidence matrix ``E``
   (models x model pairs) has ``+1`` and ``-1`` in the column of each pair ``i < j`` of
   models: a matrix product, whose gradient is a matrix product too;
-* the pair term ``sum W log sigmoid(X)``, with ``W`` the summed weight of the decisive
-  pairs in each slot (0 where a pair is not decisive or not observed).
+* the pair term's nonlinear part
+  (:func:`~bayes_dualeval.model.arena_term.pair_nonlinear`) ``sum W log sigmoid(X)``,
+  with ``W`` the summed weight of the decisive pairs in each slot (0 where a pair is not
+  decisive or not observed).
 
 A pair stored as ``(j, i)`` with ``j > i`` contributes ``w log sigmoid(-x) = w [log
 sigmoid(x) - x]`` in its slot's orientation; the ``-w x`` part is linear in ``P`` and joins
@@ -34,9 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_dualeval.model import links
+from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.model.ability_map import ability_at
-from bayes_dualeval.model.jax_ops import log_sigmoid
 
 #: Rows of :attr:`ArenaMatrix.weights`.
 CELLS, BOTH_BAD, LINEAR = 0, 1, 2
@@ -104,17 +105,23 @@ def to_items(values, matrix: ArenaMatrix, n_items: int):
     return jnp.zeros(n_items, values.dtype).at[matrix.prompts].set(values)
 
 
-def pair_total(p, gamma, matrix: ArenaMatrix):
-    """The pair term ``sum w [t log s + (1 - t) log(1 - s)]`` over every decisive pair.
+def pair_total(scores, matrix: ArenaMatrix):
+    """Every decisive pair's :func:`~bayes_dualeval.model.arena_term.pair`, summed.
 
-    ``p`` is the success probabilities (Qa, M). The product runs at full float32 precision
-    on every device (a GPU's default TF32 would blur the differences of probabilities).
+    ``scores`` are the cells' scores (Qa, M) (``gamma p``). The logits of every pair slot
+    come from one matrix product, which runs at full float32 precision on every device (a
+    GPU's default TF32 would blur the differences of probabilities); the linear parts are
+    one weighted sum of the scores.
     """
-    e = jnp.asarray(incidence(p.shape[1]))
-    x = gamma * jnp.matmul(p, e, precision=jax.lax.Precision.HIGHEST)
-    return jnp.sum(matrix.slots * log_sigmoid(x)) - gamma * jnp.sum(matrix.weights[LINEAR] * p)
+    e = jnp.asarray(incidence(scores.shape[1]))
+    x = jnp.matmul(scores, e, precision=jax.lax.Precision.HIGHEST)
+    nonlinear = jnp.sum(arena_term.pair_nonlinear(x, matrix.slots))
+    return nonlinear - jnp.sum(matrix.weights[LINEAR] * scores)
 
 
 def both_bad_total(eta, matrix: ArenaMatrix):
-    """``sum w log(1 - p)`` over the cells of both-bad pairs (``eta`` of shape (Qa, M))."""
-    return jnp.sum(matrix.weights[BOTH_BAD] * log_sigmoid(-eta))
+    """:func:`~bayes_dualeval.model.arena_term.both_bad` summed over both-bad pairs' cells.
+
+    ``eta`` has shape (Qa, M).
+    """
+    return jnp.sum(arena_term.both_bad(eta, matrix.weights[BOTH_BAD]))

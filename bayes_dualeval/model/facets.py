@@ -2,7 +2,7 @@ r"""The arena's facets: judges, their biases by model family, and style control.
 
 With one judge and no style covariates an arena cell's *score* is :math:`\gamma p_{iq}`:
 the success probability on the reward scale, whose differences make the pair logits
-(:func:`~bayes_dualeval.model.likelihood.pair_win_probability`) and whose prompt mean makes
+(:func:`~bayes_dualeval.model.arena_term.win_probability`) and whose prompt mean makes
 the level term. The facets generalise that score, per arena cell ``c`` of model ``i``,
 prompt ``q`` and judge ``k``:
 

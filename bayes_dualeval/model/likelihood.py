@@ -6,14 +6,11 @@ cell, ``k`` correct of ``n`` answers (repeated samples), with the density of ``n
 Bernoulli labels, so NumPyro's ``Predictive`` replicates them and ``log_likelihood`` reads
 them per cell. The arena terms
 are sums over pairs or prompts entered as one ``numpyro.factor`` site (``arena``); their
-per-prompt values come from :func:`arena_loglik`, and their predictive formula from
-:func:`pair_win_probability`.
-
-Decisive pairs contribute :math:`w_q [t \log s + (1 - t) \log(1 - s)]` with
-:math:`s = \sigma(\gamma (p_{iq} - p_{jq}))`; both-bad pairs
-:math:`\lambda_{bb} w_q [\log(1 - p_{iq}) + \log(1 - p_{jq})]`; the ``reward`` likelihood
+per-prompt values come from :func:`arena_loglik`. Both are laid out here from the
+formulas of :mod:`bayes_dualeval.model.arena_term`, where the arena likelihood is written
+once: decisive pairs with soft targets, both-bad pairs, the ``reward`` likelihood
 :math:`z_{iq} \sim \mathcal N(c_q + \gamma p_{iq}, \sigma)` with :math:`c_q` integrated
-out; the level term :math:`\bar z_q \sim \mathcal N(c_s + \gamma \bar p_q, se_q)`.
+out, and the level term :math:`\bar z_q \sim \mathcal N(c_s + \gamma \bar p_q, se_q)`.
 
 With several judges or style covariates (:mod:`bayes_dualeval.model.facets`) the pair
 logit is the difference of the two cells' scores :math:`s_i - s_j` (``gamma p`` in
@@ -28,14 +25,13 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from bayes_dualeval.model import arena_matrix, links
+from bayes_dualeval.model import arena_matrix, arena_term, links
 from bayes_dualeval.model.ability_map import ability_at
+from bayes_dualeval.model.arena_term import ArenaTerm
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.facets import Facets, cell_scores
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.subsample import batch
-
-_LOG_2PI = float(jnp.log(2 * jnp.pi))
 
 
 class IRTBernoulli(dist.Distribution):
@@ -135,44 +131,38 @@ def static_matrix_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
     return n * links.bernoulli_loglik(k / jnp.maximum(n, 1.0), eta, c, d)
 
 
-def pair_win_probability(p_first, p_second, gamma):
-    """``P(first beats second) = sigmoid(gamma (p_first - p_second))`` (NumPy or JAX)."""
-    return links.sigmoid(gamma * (p_first - p_second))
-
-
 def arena_loglik(
     theta, a, b, gamma, sigma, inputs: ModelInputs, config: ModelConfig, level=None,
     facets: Facets | None = None,
 ):  # fmt: skip
     """Arena log likelihood per item, shape (Q,) (zero for items that are not arena prompts).
 
-    Decisive pairs contribute ``w [t log_sigmoid(x) + (1 - t) log_sigmoid(-x)]`` to their
-    prompt and both-bad pairs ``lambda_bb w [log(1 - p_i) + log(1 - p_j)]``; the ``reward``
+    Decisive pairs contribute :func:`~bayes_dualeval.model.arena_term.pair` of their
+    logit to their prompt and both-bad pairs ``lambda_bb`` times
+    :func:`~bayes_dualeval.model.arena_term.both_bad` of each side; the ``reward``
     likelihood gives each prompt its Gaussian term; ``level`` (``level_c`` from
     :func:`bayes_dualeval.model.priors.level_parameters`) adds each prompt's mean-reward
     term. ``lambda_arena`` is not applied. ``facets``
-    (:class:`~bayes_dualeval.model.facets.Facets`) where the arena has them: ``x`` is then
-    the difference of the cells' scores.
+    (:class:`~bayes_dualeval.model.facets.Facets`) where the arena has them: the scores
+    are then the facets'.
     """
-    if config.mode == "bt":
+    term = ArenaTerm.from_config(config)
+    if term.kind == "bt":
         x = theta[inputs.pair_i] - theta[inputs.pair_j]
         return _pairs_per_item(x, inputs)
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
-    scores = None if facets is None else cell_scores(p, facets, inputs)
-    if config.arena_likelihood == "reward":
+    scores = term.score(p, gamma) if facets is None else cell_scores(p, facets, inputs)
+    if term.kind == "reward":
         ll = reward_per_item(p, gamma, sigma, inputs)
     else:
-        if scores is None:
-            x = gamma * (p[inputs.pair_i] - p[inputs.pair_j])
-        else:
-            x = scores[inputs.pair_i] - scores[inputs.pair_j]
-        bb = inputs.bb_count * links.log_sigmoid(-eta)
-        ll = _pairs_per_item(x, inputs) + config.lambda_bb * jax.ops.segment_sum(
+        x = scores[inputs.pair_i] - scores[inputs.pair_j]
+        bb = arena_term.both_bad(eta, inputs.bb_count)
+        ll = _pairs_per_item(x, inputs) + term.both_bad_weight * jax.ops.segment_sum(
             bb, inputs.arena_item, num_segments=inputs.n_items
         )
     if level is not None:
-        ll = ll + level_per_item(p, gamma, level, inputs, facets, scores)
+        ll = ll + level_per_item(scores, level, inputs, facets)
     return ll
 
 
@@ -183,99 +173,90 @@ def arena_total(
     """The arena term summed, as the joint model adds it (weights and powers applied).
 
     Equal to ``lambda_arena * arena_loglik(...).sum()`` (with the both-bad part weighted by
-    ``lambda_bb`` instead), computed more cheaply: the soft-target part of each pair is
-    linear in the cell probabilities (in the cells' scores, with facets) and collapses to
-    one dot product with ``inputs.pair_linear`` (see :mod:`bayes_dualeval.model.inputs`).
+    ``lambda_bb`` instead), computed more cheaply: the soft-target part of each pair that
+    is linear in the cells' scores (:func:`~bayes_dualeval.model.arena_term.pair_linear`)
+    collapses to one dot product with ``inputs.pair_linear`` (see
+    :mod:`bayes_dualeval.model.inputs`).
     """
-    if config.mode == "bt":
-        ll = _pair_sum(theta, 1.0, inputs) - jnp.dot(inputs.pair_linear, theta)
-        return config.lambda_arena * ll
+    term = ArenaTerm.from_config(config)
+    if term.kind == "bt":
+        return term.weight * _pair_total(theta, inputs)
     if inputs.arena_matrix is not None:
-        return _arena_matrix_total(theta, a, b, gamma, inputs, config, level)
+        return _arena_matrix_total(theta, a, b, gamma, inputs, term, level)
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)
+    scores = term.score(p, gamma) if facets is None else cell_scores(p, facets, inputs)
     ll_bb = 0.0
-    scores = None
-    if config.arena_likelihood == "reward":
+    if term.kind == "reward":
         ll = jnp.sum(reward_per_item(p, gamma, sigma, inputs))
-    elif facets is None:
-        ll = _pair_sum(p, gamma, inputs) - gamma * jnp.dot(inputs.pair_linear, p)
-        ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
-    else:  # the pair logit is the difference of the cells' scores
-        scores = cell_scores(p, facets, inputs)
-        ll = _pair_sum(scores, 1.0, inputs) - jnp.dot(inputs.pair_linear, scores)
-        ll_bb = jnp.dot(inputs.bb_count, links.log_sigmoid(-eta))
+    else:
+        ll = _pair_total(scores, inputs)
+        ll_bb = jnp.sum(arena_term.both_bad(eta, inputs.bb_count))
     if level is not None:
-        ll = ll + jnp.sum(level_per_item(p, gamma, level, inputs, facets, scores))
-    return config.lambda_arena * ll + config.lambda_bb * ll_bb
+        ll = ll + jnp.sum(level_per_item(scores, level, inputs, facets))
+    return term.weight * ll + term.both_bad_weight * ll_bb
 
 
-def _arena_matrix_total(theta, a, b, gamma, inputs: ModelInputs, config: ModelConfig, level):
+def _arena_matrix_total(theta, a, b, gamma, inputs: ModelInputs, term: ArenaTerm, level):
     """:func:`arena_total` of a pairs likelihood, read from ``inputs.arena_matrix``."""
     matrix = inputs.arena_matrix
     eta = arena_matrix.prompt_eta(theta, a, b, matrix, inputs.n_models)
     p = links.probability(eta)
-    ll = arena_matrix.pair_total(p, gamma, matrix)
+    ll = arena_matrix.pair_total(term.score(p, gamma), matrix)
     if level is not None:
         pbar = arena_matrix.per_item(p, matrix, inputs.n_items)
-        ll = ll + jnp.sum(
-            level_at_mean(pbar / jnp.maximum(inputs.prompt_n, 1.0), gamma, level, inputs)
-        )
+        mean = term.score(pbar / jnp.maximum(inputs.prompt_n, 1.0), gamma)
+        ll = ll + jnp.sum(level_at_mean(mean, level, inputs))
     both_bad = arena_matrix.both_bad_total(eta, matrix)
-    return config.lambda_arena * ll + config.lambda_bb * both_bad
+    return term.weight * ll + term.both_bad_weight * both_bad
 
 
-def _pair_sum(value, gamma, inputs: ModelInputs):
-    """``sum w log_sigmoid(gamma (value_i - value_j))`` over the decisive pairs.
+def _pair_total(scores, inputs: ModelInputs):
+    """Every decisive pair's :func:`~bayes_dualeval.model.arena_term.pair`, summed.
 
-    Over a random batch of pairs weighted up to the whole when ``inputs.pair_batch`` is
-    set (:func:`~bayes_dualeval.model.subsample.batch`; minibatch SVI).
+    The nonlinear parts pair by pair, over a random batch of pairs weighted up to the
+    whole when ``inputs.pair_batch`` is set
+    (:func:`~bayes_dualeval.model.subsample.batch`; minibatch SVI); the linear parts as
+    one dot product of the cells' summed coefficients (``inputs.pair_linear``) with their
+    scores.
     """
     rows, weight = batch(inputs.pair_i.shape[0], inputs.pair_batch)
     i, j, w = inputs.pair_i, inputs.pair_j, inputs.pair_w
     if rows is not None:
         i, j, w = i[rows], j[rows], w[rows]
-    return weight * jnp.sum(w * links.log_sigmoid(gamma * (value[i] - value[j])))
+    nonlinear = jnp.sum(arena_term.pair_nonlinear(scores[i] - scores[j], w))
+    return weight * nonlinear - jnp.dot(inputs.pair_linear, scores)
 
 
 def _pairs_per_item(x, inputs: ModelInputs):
-    terms = inputs.pair_w * (links.log_sigmoid(x) - (1.0 - inputs.pair_t) * x)
+    terms = arena_term.pair(x, inputs.pair_t, inputs.pair_w)
     return jax.ops.segment_sum(terms, inputs.pair_item, num_segments=inputs.n_items)
 
 
-def reward_mean(p, pbar, gamma, zbar=None):
-    """Predicted normalised reward of arena cells: ``zbar + gamma (p - pbar)`` (NumPy or JAX).
-
-    The prompt's mean reward ``zbar`` plus the cell's success probability ``p`` relative
-    to the prompt's mean probability ``pbar``, on the reward scale ``gamma`` (arguments
-    broadcast). Without ``zbar``: the prediction of the centred reward ``z - zbar``, as
-    :func:`reward_per_item` uses it.
-    """
-    deviation = gamma * (p - pbar)
-    return deviation if zbar is None else zbar + deviation
-
-
 def reward_per_item(p, gamma, sigma, inputs: ModelInputs):
-    """Gaussian log likelihood of each prompt's rewards, prompt offset integrated out."""
+    """Gaussian log likelihood of each prompt's rewards, prompt offset integrated out.
+
+    :func:`~bayes_dualeval.model.arena_term.gaussian` of each reward's residual from
+    :func:`~bayes_dualeval.model.arena_term.reward_mean` (the prompt's own mean reward in
+    place of its offset), plus :func:`~bayes_dualeval.model.arena_term.integrated_offset`.
+    """
     n = jnp.maximum(inputs.prompt_n, 1.0)
-    zbar = jax.ops.segment_sum(inputs.arena_z, inputs.arena_item, inputs.n_items) / n
-    pbar = jax.ops.segment_sum(p, inputs.arena_item, inputs.n_items) / n
     item = inputs.arena_item
-    resid = (inputs.arena_z - zbar[item]) - reward_mean(p, pbar[item], gamma)
-    sq = jax.ops.segment_sum(resid**2, item, inputs.n_items)
-    dof = jnp.maximum(inputs.prompt_n - 1.0, 0.0)
-    used = inputs.prompt_n > 0
-    ll = -0.5 * sq / sigma**2 - dof * (jnp.log(sigma) + 0.5 * _LOG_2PI) - 0.5 * jnp.log(n)
-    return jnp.where(used, ll, 0.0)
+    zbar = jax.ops.segment_sum(inputs.arena_z, item, inputs.n_items) / n
+    pbar = jax.ops.segment_sum(p, item, inputs.n_items) / n
+    resid = inputs.arena_z - arena_term.reward_mean(p, pbar[item], gamma, zbar[item])
+    ll = jax.ops.segment_sum(arena_term.gaussian(resid, sigma), item, inputs.n_items)
+    ll = ll + arena_term.integrated_offset(n, sigma)
+    return jnp.where(inputs.prompt_n > 0, ll, 0.0)
 
 
-def level_per_item(p, gamma, level_c, inputs: ModelInputs, facets=None, scores=None):
+def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
     """Log density of each prompt's mean reward, shape (Q,) (zero for non-arena items).
 
     Per unit (a prompt as one judge scored it; :attr:`ModelInputs.unit_n`), summed over
-    a prompt's judges. With ``facets`` a unit's prediction is its judge's severity plus the
-    mean of its cells' ``scores`` (:func:`~bayes_dualeval.model.facets.cell_scores`)
-    instead of ``gamma pbar``.
+    a prompt's judges: :func:`~bayes_dualeval.model.arena_term.level` of the mean of the
+    unit's cells' ``scores`` (``gamma pbar`` without facets), shifted by its judge's
+    severity where the facets have one.
 
     ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
@@ -287,24 +268,20 @@ def level_per_item(p, gamma, level_c, inputs: ModelInputs, facets=None, scores=N
     call for ``arena_level = "none"``.
     """
     units = inputs.unit_n.shape[0]
-    n = jnp.maximum(inputs.unit_n, 1.0)
-    if facets is None:
-        pbar = jax.ops.segment_sum(p, inputs.arena_unit, units) / n
-        return _per_item(level_at_mean(pbar, gamma, level_c, inputs), inputs)
-    mean = jax.ops.segment_sum(scores, inputs.arena_unit, units) / n
-    if facets.severity is not None:
-        mean = mean + facets.severity[jnp.arange(units) // inputs.n_items]
-    return _per_item(level_at_mean(mean, 1.0, level_c, inputs), inputs)
+    mean = jax.ops.segment_sum(scores, inputs.arena_unit, units) / jnp.maximum(inputs.unit_n, 1.0)
+    severity = None if facets is None else facets.severity
+    if severity is not None:
+        mean = mean + severity[jnp.arange(units) // inputs.n_items]
+    return _per_item(level_at_mean(mean, level_c, inputs), inputs)
 
 
-def level_at_mean(pbar, gamma, level_c, inputs: ModelInputs):
-    """The level term per unit from its mean success probability ``pbar``, shape (U,).
+def level_at_mean(mean_score, level_c, inputs: ModelInputs):
+    """The level term per unit from its cells' mean score, shape (U,).
 
-    Or from its mean score, at ``gamma`` 1; with one judge the units are the items.
+    With one judge the units are the items.
     """
-    se = inputs.prompt_se
-    resid = (inputs.prompt_zbar - level_c[inputs.level_group] - gamma * pbar) / se
-    ll = -0.5 * resid**2 - jnp.log(se) - 0.5 * _LOG_2PI
+    shift = level_c[inputs.level_group]
+    ll = arena_term.level(inputs.prompt_zbar, shift, mean_score, inputs.prompt_se)
     return jnp.where(inputs.unit_n > 0, ll, 0.0)
 
 

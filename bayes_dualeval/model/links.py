@@ -85,6 +85,14 @@ def _xp(x):
     return jnp
 
 
+def namespace(*values):
+    """NumPy when every value is a NumPy array or a number, else ``jax.numpy``."""
+    for value in values:
+        if _xp(value) is not np:
+            return _xp(value)
+    return np
+
+
 def eta(theta, b, a=None):
     """Linear predictor ``a (theta - b)`` (``theta - b`` when ``a`` is None), broadcast."""
     diff = theta - b

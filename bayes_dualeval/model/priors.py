@@ -19,6 +19,7 @@ import numpyro.distributions as dist
 from bayes_dualeval.model import anchoring, links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.spec import DualEvalModel
 
 
 def item_parameters(
@@ -258,7 +259,7 @@ def asymptotes(inputs: ModelInputs, config: ModelConfig):
 
 def uses_level(inputs: ModelInputs, config: ModelConfig) -> bool:
     """Whether the arena level term is part of the model."""
-    return config.arena_level == "mean" and config.mode != "bt" and inputs.n_level_groups > 0
+    return DualEvalModel(config).uses_level(inputs)
 
 
 def level_parameters(inputs: ModelInputs, config: ModelConfig):

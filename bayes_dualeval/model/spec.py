@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
+from bayes_dualeval.model.arena_term import ArenaTerm
 from bayes_dualeval.model.config import ModelConfig
 
 #: Attribute of ``idata.posterior`` holding the specification as JSON.
@@ -86,14 +87,22 @@ class DualEvalModel:
         return self.config.mode != "bt"
 
     @property
+    def arena(self) -> ArenaTerm:
+        """The arena likelihood and its weights (:mod:`bayes_dualeval.model.arena_term`)."""
+        return ArenaTerm.from_config(self.config)
+
+    def uses_level(self, inputs) -> bool:
+        """Whether the arena level term is part of the model on ``inputs`` (ModelInputs)."""
+        level = self.config.arena_level == "mean" and self.arena.has_items
+        return level and inputs.n_level_groups > 0
+
+    @property
     def arena_term(self) -> str:
         """The arena likelihood: ``"bt"``, ``"reward"`` or ``"pairs"`` (also ``pairs-full``).
 
         ``"pairs"`` and ``"bt"`` read distilled pairs; ``"reward"`` the rewards themselves.
         """
-        if self.config.mode == "bt":
-            return "bt"
-        return "reward" if self.config.arena_likelihood == "reward" else "pairs"
+        return self.arena.kind
 
     def kinds(self, dataset: Dataset, *, strict: bool = True) -> tuple[bool, bool]:
         """Which kinds of data this model fits from ``dataset``: ``(use_static, use_arena)``.
@@ -178,9 +187,19 @@ class DualEvalModel:
         from bayes_dualeval.model.likelihood import arena_loglik
 
         par = self.item_parameters(draws)
-        gamma = draws["gamma"] if "gamma" in draws else 1.0  # bt: no gamma
+        term = self.arena
+        gamma = _site(draws, "gamma") if term.has_items else None
+        sigma = _site(draws, "sigma") if term.kind == "reward" else None
+        level = _site(draws, "level_c") if self.uses_level(inputs) else None
         facets = Facets.from_draws(draws, gamma) if has_facets(inputs) else None
         return arena_loglik(
-            self.abilities(draws, inputs), par["a"], par["b"], gamma, draws.get("sigma", 1.0),
-            inputs, self.config, draws.get("level_c"), facets,
+            self.abilities(draws, inputs), par["a"], par["b"], gamma, sigma,
+            inputs, self.config, level, facets,
         )  # fmt: skip
+
+
+def _site(draws: Mapping, name: str):
+    """The value of site ``name`` in ``draws``; an error naming it when it is missing."""
+    if name not in draws:
+        raise InputError(f"the posterior has no {name!r}, which the model's likelihood reads")
+    return draws[name]

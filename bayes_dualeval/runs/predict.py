@@ -22,8 +22,7 @@ import pandas as pd
 
 from bayes_dualeval.checks.fitted import FittedRun, resolve
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.model import links
-from bayes_dualeval.model.likelihood import pair_win_probability
+from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.posterior.summaries import interval
 
 #: Columns of :func:`predict`'s table.
@@ -84,7 +83,7 @@ def win_probability(run: FittedRun, model, opponent, item) -> np.ndarray:
     cell's ``p_iq`` is computed once, however many pairs it is a side of.
     """
     if run.arena == "bt":
-        return pair_win_probability(run.theta[:, model], run.theta[:, opponent], np.float32(1.0))
+        return arena_term.win_probability(run.theta[:, model], run.theta[:, opponent])
     if run.gamma is None:
         raise InputError("the run fitted no arena data: it cannot predict arena pairs")
     n = run.dataset.n_items
@@ -92,7 +91,10 @@ def win_probability(run: FittedRun, model, opponent, item) -> np.ndarray:
     cells, side = np.unique(keys, return_inverse=True)
     p = success_probability(run, cells // n, cells % n)
     p_i, p_j = p[:, side[: len(model)]], p[:, side[len(model) :]]
-    return pair_win_probability(p_i, p_j, run.gamma[:, None])
+    score = run.model.arena.score
+    return arena_term.win_probability(
+        score(p_i, run.gamma[:, None]), score(p_j, run.gamma[:, None])
+    )
 
 
 def _key(model, item, n_items: int) -> np.ndarray:
