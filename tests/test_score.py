@@ -21,6 +21,7 @@ from bayes_dualeval.measure.bank import BANK_DRAWS, Bank, responses
 from bayes_dualeval.measure.grid import GRID, arena_pairs, loglik, posterior
 from bayes_dualeval.measure.output import write_scores
 from bayes_dualeval.measure.score import MISFIT_P, score
+from bayes_dualeval.model import arena_term
 from bayes_dualeval.model.simulate import simulate, write
 from bayes_dualeval.runs.fit import fit, write_run
 
@@ -120,7 +121,10 @@ def test_grid_covers_the_posterior(setup):
 
 
 def _reference_loglik(bank, resp, pairs, grids, d):
-    """The grid log likelihood at bank draw ``d``, term by term in float64 NumPy."""
+    """The grid log likelihood at bank draw ``d``, term by term in float64 NumPy.
+
+    Static labels written out; the arena pairs from the arena term's definition.
+    """
     from scipy.special import expit, log_expit
 
     config = bank.model.config
@@ -138,12 +142,16 @@ def _reference_loglik(bank, resp, pairs, grids, d):
         sel = pairs.model == k
         q, j = pairs.item[sel], pairs.other[sel]
         w, t, bad = pairs.weight[sel], pairs.target[sel], pairs.both_bad[sel]
-        p_mine = expit(a[q][:, None] * (theta[None] - b[q][:, None]))
+        eta_mine = a[q][:, None] * (theta[None] - b[q][:, None])
+        p_mine = expit(eta_mine)
         p_other = expit(a[q] * (bank.draws["theta"][d][j] - b[q]))[:, None]
+        # the arena term's one definition (bayes_dualeval.model.arena_term)
         x = gamma * (p_mine - p_other)
-        soft = t[:, None] * log_expit(x) + (1 - t[:, None]) * log_expit(-x)
+        soft = arena_term.pair(x, t[:, None], 1.0)
         ll = np.where(
-            bad[:, None], config.lambda_bb * np.log1p(-p_mine), config.lambda_arena * soft
+            bad[:, None],
+            config.lambda_bb * arena_term.both_bad(eta_mine, 1.0),
+            config.lambda_arena * soft,
         )
         out[k] += (w[:, None] * ll).sum(0)
     return out
