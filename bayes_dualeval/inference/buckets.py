@@ -24,7 +24,7 @@ import math
 
 import jax.numpy as jnp
 
-from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.inputs import ModelInputs, fields_of
 
 #: Ratio of one bucket size to the next (the most padding adds is ``STEP - 1``, 19%).
 STEP = 2**0.25
@@ -71,18 +71,13 @@ def padded_to(inputs: ModelInputs, bs: int, bp: int) -> ModelInputs:
     bs, bp = max(bs, s), max(bp, p)
     if (bs, bp) == (s, p):
         return inputs
-    return dataclasses.replace(
-        inputs,
-        static_model=_pad(inputs.static_model, bs),
-        static_item=_pad(inputs.static_item, bs),
-        static_y=_pad(inputs.static_y, bs),
-        static_n=_pad(inputs.static_n, bs),
-        pair_i=_pad(inputs.pair_i, bp),
-        pair_j=_pad(inputs.pair_j, bp),
-        pair_w=_pad(inputs.pair_w, bp),
-        pair_t=_pad(inputs.pair_t, bp),
-        pair_item=_pad(inputs.pair_item, bp),
-    )
+    sizes = {"static_cell": bs, "pair": bp}
+    padded = {
+        name: _pad(getattr(inputs, name), size)
+        for axis, size in sizes.items()
+        for name in fields_of(axis)
+    }
+    return dataclasses.replace(inputs, **padded)
 
 
 def data_terms(inputs: ModelInputs) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 
-from bayes_dualeval.model import facets
+from bayes_dualeval.model import facets, parameters
 from bayes_dualeval.model.ability_map import domain_map
 from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
@@ -32,7 +32,7 @@ ITEM_PLATE = "item"
 #: Item sites and the item parameter each one moves (``b``, or ``log a`` through ``a``).
 ITEM_TARGETS = {"b_raw": "b", "b_rel": "b", "log_a_raw": "a", "log_a": "a"}
 #: Global sites the arena likelihood reads besides abilities and items.
-ARENA_SITES = ("gamma", "sigma", "level_c", *facets.VALUES)
+ARENA_SITES = parameters.ARENA_SITES
 #: Gauss-Hermite nodes per item dimension (``b`` alone under 1PL, ``b`` and ``log a``).
 NODES = {1: 7, 2: 3}
 #: Inner Newton solve: iteration cap and tolerance on the squared Newton decrement.

@@ -29,13 +29,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.inference.buckets import padded_to
-from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.inputs import ModelInputs, fields_of
 
 #: The arrays with one entry per static cell or decisive pair: split across devices.
-SPLIT = (
-    "static_model", "static_item", "static_y", "static_n",
-    "pair_i", "pair_j", "pair_w", "pair_t", "pair_item",
-)  # fmt: skip
+SPLIT = fields_of("static_cell") + fields_of("pair")
 #: Name of the mesh axis the data are split along.
 AXIS = "data"
 

@@ -44,6 +44,7 @@ import numpyro.distributions as dist
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.model import parameters
 
 if TYPE_CHECKING:
     from bayes_dualeval.model.inputs import ModelInputs
@@ -52,13 +53,9 @@ if TYPE_CHECKING:
 #: judge x family biases (on the pair-logit scale); prior sd of a judge's severity (on the
 #: z-normalised reward scale, before centring) and of a style coefficient per covariate sd.
 TAU_GAMMA, TAU_BIAS, SEVERITY_SCALE, STYLE_SCALE = 0.5, 0.5, 1.0, 1.0
-#: The facet values the likelihood reads (deterministic or sampled), as posterior sites.
-VALUES = ("gamma_judge", "severity", "judge_bias", "style_coef")
-#: Every facet site (see the module), in the order the model samples them.
-SITES = (
-    "gamma_judge_raw", "tau_gamma_judge", "gamma_judge", "severity_raw", "severity",
-    "bias_raw", "tau_bias", "judge_bias", "style_coef",
-)  # fmt: skip
+#: The facet values the likelihood reads, and every facet site in the order the model
+#: samples them (declared in :mod:`bayes_dualeval.model.parameters`).
+VALUES, SITES = parameters.FACET_VALUES, parameters.FACET_SITES
 
 
 @dataclass(frozen=True)

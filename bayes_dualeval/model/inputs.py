@@ -30,6 +30,13 @@ from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.pilot import centring, prompt_level
 from bayes_dualeval.model.spec import DualEvalModel
 
+#: Field metadata of :class:`ModelInputs`: a size (static metadata of the pytree), an array
+#: with one entry per static cell, or one per decisive pair. Padding
+#: (:mod:`bayes_dualeval.inference.buckets`), splitting across devices
+#: (:mod:`bayes_dualeval.inference.sharding`) and taking a batch of cells read the fields
+#: of a kind from here (:func:`fields_of`).
+SIZE, STATIC_CELL, PAIR = {"axis": "size"}, {"axis": "static_cell"}, {"axis": "pair"}
+
 
 @dataclass(frozen=True)
 class ModelInputs:
@@ -149,31 +156,31 @@ class ModelInputs:
         (the same density); the lists stay for every other reader. None by default.
     """
 
-    n_models: int
-    n_items: int
-    n_groups: int
-    n_level_groups: int
-    n_static_items: int
-    n_anchored: int
-    n_centred: int
-    n_domains: int
-    n_judges: int
-    n_families: int
+    n_models: int = dataclasses.field(metadata=SIZE)
+    n_items: int = dataclasses.field(metadata=SIZE)
+    n_groups: int = dataclasses.field(metadata=SIZE)
+    n_level_groups: int = dataclasses.field(metadata=SIZE)
+    n_static_items: int = dataclasses.field(metadata=SIZE)
+    n_anchored: int = dataclasses.field(metadata=SIZE)
+    n_centred: int = dataclasses.field(metadata=SIZE)
+    n_domains: int = dataclasses.field(metadata=SIZE)
+    n_judges: int = dataclasses.field(metadata=SIZE)
+    n_families: int = dataclasses.field(metadata=SIZE)
     item_group: jax.Array
     item_domain: jax.Array
-    static_model: jax.Array
-    static_item: jax.Array
-    static_y: jax.Array
-    static_n: jax.Array
+    static_model: jax.Array = dataclasses.field(metadata=STATIC_CELL)
+    static_item: jax.Array = dataclasses.field(metadata=STATIC_CELL)
+    static_y: jax.Array = dataclasses.field(metadata=STATIC_CELL)
+    static_n: jax.Array = dataclasses.field(metadata=STATIC_CELL)
     static_items: jax.Array
     arena_model: jax.Array
     arena_item: jax.Array
     arena_z: jax.Array
-    pair_i: jax.Array
-    pair_j: jax.Array
-    pair_w: jax.Array
-    pair_t: jax.Array
-    pair_item: jax.Array
+    pair_i: jax.Array = dataclasses.field(metadata=PAIR)
+    pair_j: jax.Array = dataclasses.field(metadata=PAIR)
+    pair_w: jax.Array = dataclasses.field(metadata=PAIR)
+    pair_t: jax.Array = dataclasses.field(metadata=PAIR)
+    pair_item: jax.Array = dataclasses.field(metadata=PAIR)
     pair_linear: jax.Array
     bb_count: jax.Array
     prompt_n: jax.Array
@@ -188,8 +195,8 @@ class ModelInputs:
     arena_style: jax.Array
     centring: jax.Array
     item_features: jax.Array
-    static_batch: int = 0
-    pair_batch: int = 0
+    static_batch: int = dataclasses.field(default=0, metadata=SIZE)
+    pair_batch: int = dataclasses.field(default=0, metadata=SIZE)
     static_counts: jax.Array | None = None
     arena_matrix: ArenaMatrix | None = None
 
@@ -208,13 +215,8 @@ class ModelInputs:
         """The inputs with only the static cells ``rows`` (None: all of them)."""
         if rows is None:
             return self
-        return dataclasses.replace(
-            self,
-            static_model=self.static_model[rows],
-            static_item=self.static_item[rows],
-            static_y=self.static_y[rows],
-            static_n=self.static_n[rows],
-        )
+        cells = {name: getattr(self, name)[rows] for name in fields_of("static_cell")}
+        return dataclasses.replace(self, **cells)
 
     @property
     def b_centred(self) -> jax.Array:
@@ -242,14 +244,17 @@ class ModelInputs:
         return self.arena_z.shape[0] > 0
 
 
-_META = (
-    "n_models", "n_items", "n_groups", "n_level_groups", "n_static_items", "n_anchored",
-    "n_centred", "n_domains", "n_judges", "n_families", "static_batch", "pair_batch",
-)  # fmt: skip
+def fields_of(axis: str) -> tuple[str, ...]:
+    """The :class:`ModelInputs` fields of one kind: ``size``, ``static_cell`` or ``pair``."""
+    return tuple(f.name for f in dataclasses.fields(ModelInputs) if f.metadata.get("axis") == axis)
+
+
 jax.tree_util.register_dataclass(
     ModelInputs,
-    data_fields=[f.name for f in dataclasses.fields(ModelInputs) if f.name not in _META],
-    meta_fields=list(_META),
+    data_fields=[
+        f.name for f in dataclasses.fields(ModelInputs) if f.name not in fields_of("size")
+    ],
+    meta_fields=list(fields_of("size")),
 )
 
 

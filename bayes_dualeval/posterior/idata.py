@@ -21,56 +21,16 @@ import pandas as pd
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
-from bayes_dualeval.model import facets
+from bayes_dualeval.model import facets, parameters
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.dimensions import align
 from bayes_dualeval.posterior.loglik import add_log_likelihood
 
-#: Site name -> dimension names after (chain, draw).
-SITE_DIMS = {
-    "theta": ("model",),
-    "theta_centred": ("model",),
-    "theta_contrast": ("contrast",),
-    "a": ("item",),
-    "b": ("item",),
-    "c": ("item",),
-    "d": ("item",),
-    "c_static": ("static_item",),
-    "c_raw": ("static_item",),
-    "d_raw": ("static_item",),
-    "mu_c": ("group",),
-    "mu_d": ("group",),
-    "d_static": ("static_item",),
-    "b_raw": ("item",),
-    "b_rel": ("item",),
-    "log_a_raw": ("item",),
-    "log_a": ("item",),
-    "mu_b": ("group",),
-    "sigma_b": ("group",),
-    "mu_log_a": ("group",),
-    "sigma_log_a": ("group",),
-    "level_c": ("arena_source",),
-    "theta_domain": ("model", "domain"),
-    "delta_raw": ("contrast", "domain"),
-    "tau_domain": ("domain",),
-    "theta_dims": ("model", "dimension"),
-    "loading": ("item", "dimension"),
-    "loading_raw": ("item", "loading_contrast"),
-    "mu_loading": ("loading_group", "loading_contrast"),
-    "beta_b": ("feature",),
-    "beta_b_raw": ("feature",),
-    "beta_log_a": ("feature",),
-    "beta_log_a_raw": ("feature",),
-    "gamma_judge_raw": ("judge",),
-    "gamma_judge": ("judge",),
-    "severity_raw": ("judge",),
-    "severity": ("judge",),
-    "bias_raw": ("judge", "family"),
-    "judge_bias": ("judge", "family"),
-    "style_coef": ("covariate", "judge"),
-}
+#: Site name -> dimension names after (chain, draw) (declared in
+#: :mod:`bayes_dualeval.model.parameters`).
+SITE_DIMS = parameters.SITE_DIMS
 #: Sites that gain a last axis ``dimension`` with ability dimensions (``dims > 1``).
 PER_DIMENSION = ("theta_contrast",)
 #: Item labels kept as constant data; the first three also label the posterior's items.
@@ -91,9 +51,7 @@ DIMENSIONS_ATTR = "dimension_alignment"
 
 def _site_dims(name: str, ndim: int) -> list | None:
     """Dimension names of a site with ``ndim`` axes (chain and draw first), if known."""
-    labels = SITE_DIMS.get(name)
-    if labels is None:
-        return None
+    labels = parameters.dims_of(name)
     if name in PER_DIMENSION and ndim == 3 + len(labels):
         return [*labels, "dimension"]
     return list(labels) if ndim == 2 + len(labels) else None

@@ -21,7 +21,7 @@ import xarray as xr
 
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.model import facets
+from bayes_dualeval.model import parameters
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.priors import uses_level
@@ -46,11 +46,8 @@ LOGLIK_OMITTED_ATTR = "log_likelihood_omitted"
 LOGLIK_UNIT_ATTR = "unit"
 #: Evaluations per compiled call of the pointwise log likelihood (bounds its memory).
 LOGLIK_CHUNK = 8_000_000
-#: Sites the pointwise log likelihood reads.
-LOGLIK_SITES = (
-    "theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "gamma", "sigma",
-    "level_c", *facets.VALUES,
-)  # fmt: skip
+#: Sites the pointwise log likelihood reads (declared in :mod:`bayes_dualeval.model.parameters`).
+LOGLIK_SITES = parameters.LIKELIHOOD_SITES
 
 
 def _per_draw(inputs: ModelInputs) -> int:
