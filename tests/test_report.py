@@ -30,6 +30,7 @@ from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
+from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.posterior.diagnostics import convergence, per_parameter
 from bayes_dualeval.posterior.idata import to_inference_data
@@ -102,6 +103,8 @@ def synthetic_run(
             samples["d"] = np.where(static, rng.uniform(0.85, 0.95, size=(*size, q)), 1.0)
         if len(ds.arena_items):
             samples["gamma"] = 4.0 + 0.1 * rng.normal(size=size)
+        if DualEvalModel(config).uses_level(inputs):
+            samples["level_c"] = 0.1 * rng.normal(size=(*size, inputs.n_level_groups))
     samples = {k: np.asarray(v, np.float32) for k, v in samples.items()}
     stats = {
         "diverging": np.zeros(size, bool),

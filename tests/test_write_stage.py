@@ -48,6 +48,7 @@ def _posterior(ds, *, chains=2, draws=60, seed=0):
         "b": rng.normal(size=q) + 0.3 * rng.normal(size=(chains, draws, q)),
         "a": np.exp(0.3 * rng.normal(size=q) + 0.1 * rng.normal(size=(chains, draws, q))),
         "gamma": 4.0 + 0.2 * rng.normal(size=(chains, draws)),
+        "level_c": 0.1 * rng.normal(size=(chains, draws, max(inputs.n_level_groups, 1))),
     }
     samples = {k: np.asarray(v, np.float32) for k, v in samples.items()}
     draws_ = Draws(samples, {})

@@ -333,6 +333,7 @@ def adaptive(
     arena candidate about ``SELECT_DRAWS`` times its bank models.
     """
     _check(select, target_se, max_items, exposure)
+    bank.refuse_facets("an adaptive test")
     rng = np.random.default_rng(seed)
     scale = bank.model.config.theta_scale
     grid = np.linspace(-HALF_WIDTH * scale, HALF_WIDTH * scale, GRID)

@@ -27,8 +27,9 @@ from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.cells import arena_cells, static_cells
 from bayes_dualeval.data.readers import read_paths
+from bayes_dualeval.measure.judged import ResponseFacets, align
 from bayes_dualeval.model import links
-from bayes_dualeval.model.facets import arena_facets
+from bayes_dualeval.model.facets import ArenaFacets, arena_facets
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
 
@@ -61,6 +62,10 @@ class Bank:
         (one entry ``""`` when rewards were normalised globally).
     tie_threshold, bb_threshold : float
         The ``|dz|`` and ``max(z)`` cut-offs of the bank's pair distillation.
+    facets : ArenaFacets or None
+        How the bank's arena cells meet its judges, families and style covariates
+        (:func:`~bayes_dualeval.model.facets.arena_facets`), None without facets; their
+        draws (``gamma_judge``, ``judge_bias``, ``style_coef``) are then in ``draws``.
     """
 
     run_dir: Path
@@ -72,6 +77,7 @@ class Bank:
     reward_scale: dict
     tie_threshold: float
     bb_threshold: float
+    facets: ArenaFacets | None = None
 
     @classmethod
     def from_run(cls, run_dir: str | Path, *, max_draws: int = BANK_DRAWS) -> Bank:
@@ -82,9 +88,8 @@ class Bank:
         InputError
             When the folder is missing or not a readable run, was written by another
             version of bayes-dualeval, holds a point estimate instead of posterior draws
-            (a MAP run), fits arena facets (several judges, style covariates) that the
-            measurement of new models does not model, or its posterior lacks a site its
-            specification samples.
+            (a MAP run), or its posterior lacks a site its specification's likelihood
+            reads.
         """
         from bayes_dualeval.data.distill import distill
         from bayes_dualeval.runs.load import load_run, stored_dataset
@@ -118,13 +123,7 @@ class Bank:
                 "measure one ability: fit the bank with abilities 'single' and dims 1"
             )
         facets = arena_facets(dataset, len(dataset.arena_z) > 0)
-        if facets.present:
-            what = f"{facets.n_judges} judges" if facets.n_judges > 1 else "style covariates"
-            raise InputError(
-                f"bank {run_dir} fits its arena with {what} (docs/model.md, judges); scoring, "
-                "short forms and adaptive tests do not model them yet: fit the new models "
-                "together with the bank"
-            )
+        facets = facets if facets.present else None
         n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
         if n_draws < 2:
             raise InputError(
@@ -133,16 +132,25 @@ class Bank:
             )
         keep = evenly_spaced(n_draws, max_draws)
         draws = {}
-        for name in (*links.ITEM_PARAMETERS, "theta", "theta_centred", "gamma", "sigma"):
+        arena = model.arena if len(dataset.arena_z) else None
+        needed = {
+            "theta": True,
+            "theta_centred": True,
+            **{name: name in model.item_sites for name in links.ITEM_PARAMETERS},
+            "gamma": arena is not None and arena.has_items,
+            "sigma": arena is not None and arena.kind == "reward",
+            # the facets' values the arena term reads (the level term's severities aside)
+            "gamma_judge": facets is not None and facets.n_judges > 1,
+            "judge_bias": facets is not None and facets.n_families > 0,
+            "style_coef": facets is not None and facets.style.shape[1] > 0,
+        }
+        for name, read in needed.items():
             if name in idata.posterior:
                 draws[name] = np.asarray(draws_of(idata, name), np.float32)[keep]
-            elif name in model.item_sites or name in ("theta", "theta_centred"):
+            elif read:
                 raise InputError(f"bank {run_dir}: the posterior has no {name!r}")
             else:
                 draws[name] = None
-        for name in ("gamma", "sigma"):
-            if draws[name] is None:
-                draws[name] = np.ones(len(keep), np.float32)
         centre, scale = _reward_normalisation(dataset)
         pairs = None
         if len(dataset.arena_z) and model.arena_term != "reward":
@@ -158,6 +166,22 @@ class Bank:
             reward_scale=scale,
             tie_threshold=float(pairs.tie_threshold) if pairs is not None else -np.inf,
             bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
+            facets=facets,
+        )
+
+    def refuse_facets(self, job: str) -> None:
+        """Raise a one-line :class:`InputError` when ``job`` cannot use this bank's facets.
+
+        Scoring reads the judges, families and style covariates of a bank; short forms
+        and adaptive tests choose prompts by an information that does not model them yet.
+        """
+        if self.facets is None:
+            return
+        f = self.facets
+        what = f"{f.n_judges} judges" if f.n_judges > 1 else "style covariates"
+        raise InputError(
+            f"bank {self.run_dir} fits its arena with {what}; {job} does not model them "
+            "yet (score does): fit the bank without them for this"
         )
 
     def thin(self, n: int) -> Bank:
@@ -217,16 +241,28 @@ def _item_table(dataset) -> pd.DataFrame:
 
 
 def _reward_normalisation(dataset) -> tuple[dict, dict]:
-    """Per source, the mean and sd that turned the bank's raw rewards into its ``z``."""
+    """Per unit of normalisation, the mean and sd that turned the bank's raw rewards into ``z``.
+
+    The unit (:func:`_norm_unit`) is the source, the source and judge (``reward_norm``
+    ``judge``), or one for every reward (``global``).
+    """
     if len(dataset.arena_reward) == 0:
         return {}, {}
-    source = np.asarray(dataset.item_source)[dataset.arena_item]
-    if dataset.reward_norm == "global":
-        source = np.full(len(source), "")
+    judge = np.asarray(dataset.judges)[dataset.arena_judge]
+    source = _norm_unit(dataset, np.asarray(dataset.item_source)[dataset.arena_item], judge)
     frame = pd.DataFrame({"source": source, "r": dataset.arena_reward})
     stats = frame.groupby("source")["r"].agg(["mean", lambda r: float(np.std(r))])
     stats.columns = ["mean", "sd"]
     return stats["mean"].to_dict(), stats["sd"].to_dict()
+
+
+def _norm_unit(dataset, source: np.ndarray, judge: np.ndarray) -> np.ndarray:
+    """The reward normalisation's unit of each reward, as the fit's tables form it."""
+    if dataset.reward_norm == "global":
+        return np.full(len(source), "")
+    if dataset.reward_norm == "judge":
+        return np.char.add(np.char.add(source.astype(str), "\x1f"), judge.astype(str))
+    return source.astype(str)
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,6 +281,9 @@ class Responses:
         normalisation.
     n_skipped : int
         Rows on items the bank does not hold (counted and left out).
+    facets : ResponseFacets or None
+        The arena cells' judges, style covariates and the models' families, where the
+        bank has facets (:mod:`bayes_dualeval.measure.judged`).
     """
 
     models: np.ndarray
@@ -256,6 +295,7 @@ class Responses:
     arena_item: np.ndarray
     arena_z: np.ndarray
     n_skipped: int
+    facets: ResponseFacets | None = None
 
     @property
     def static_share(self) -> np.ndarray:
@@ -299,7 +339,7 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
     """
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
-    static, arena, _ = read_paths(list(paths))
+    static, arena, _ = read_paths(list(paths), style=tuple(bank.dataset.style))
     static, static_n, _ = static_cells(static)
     arena = arena_cells(arena)[0]
     static = static.assign(n=static_n)
@@ -342,8 +382,11 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
     a_table, a_item = parts["arena"]
     reward = a_table["reward"].to_numpy(dtype=np.float64)
     source = np.asarray(bank.dataset.item_source)[a_item] if len(a_item) else np.zeros(0, str)
-    if bank.dataset.reward_norm == "global":
-        source = np.full(len(source), "")
+    facets = None
+    if bank.facets is not None and len(a_item):
+        facets = align(bank.facets, bank.dataset.style, a_table, models)
+    judge = bank.facets.judges[facets.judge] if facets is not None else _judges(bank, a_table)
+    source = _norm_unit(bank.dataset, source, judge)
     centre = np.array([bank.reward_centre.get(s, np.nan) for s in source])
     scale = np.array([bank.reward_scale.get(s, np.nan) for s in source])
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -358,4 +401,10 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
         arena_item=a_item.astype(np.int64),
         arena_z=z,
         n_skipped=skipped,
+        facets=facets,
     )
+
+
+def _judges(bank: Bank, table: pd.DataFrame) -> np.ndarray:
+    """The bank's one judge for every new arena row (a bank without judge facets)."""
+    return np.full(len(table), str(bank.dataset.judges[0]) if len(bank.dataset.judges) else "")

@@ -166,6 +166,7 @@ def compress(
     stratum still beats a random subset on information (each stratum's best is at least
     its average, and equal-count strata average to the source's mean).
     """
+    bank.refuse_facets("a short form")
     items = bank.items
     n_total = len(items)
     source = items["source"].to_numpy(dtype=str)

@@ -72,6 +72,11 @@ class ArenaPairs:
     both_bad : numpy.ndarray of bool
     z, z_other : numpy.ndarray of float
         The two normalised rewards.
+    judge : numpy.ndarray of int
+        The judge of both rewards (index into the bank's judges; 0 without judges).
+    row, other_row : numpy.ndarray of int
+        The new arena cell (a row of the responses' arena arrays) and the bank's arena
+        cell of each pair.
     """
 
     model: np.ndarray
@@ -82,6 +87,9 @@ class ArenaPairs:
     both_bad: np.ndarray
     z: np.ndarray
     z_other: np.ndarray
+    judge: np.ndarray
+    row: np.ndarray
+    other_row: np.ndarray
 
     def __len__(self) -> int:
         return len(self.model)
@@ -99,24 +107,37 @@ def pair_kinds(bank: Bank, z, z_other) -> tuple[np.ndarray, np.ndarray]:
 
 
 def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
-    """Pair each new arena reward with the bank models' rewards on the same prompt.
+    """Pair each new arena reward with the bank models' rewards on the same prompt and judge.
 
     Ties (``|dz|`` at or below the bank's tie threshold) are dropped; a pair whose larger
     reward is at or below the bank's both-bad threshold is both-bad (under Bradley-Terry,
-    both-bad pairs are dropped, as the fit does).
+    both-bad pairs are dropped, as the fit does). With several judges a reward meets only
+    the bank's rewards of its own judge on the prompt (a *unit*), as in the fit.
     """
     ds = bank.dataset
-    new = pd.DataFrame({"row": np.arange(len(resp.arena_item)), "item": resp.arena_item})
-    old = pd.DataFrame({"item": ds.arena_item, "other": ds.arena_model, "z_other": ds.arena_z})
-    both = new.merge(old, on="item", how="inner").sort_values(["row", "other"], kind="stable")
+    n_new, n_old = len(resp.arena_item), len(ds.arena_item)
+    judge_new = resp.facets.judge if resp.facets is not None else np.zeros(n_new, np.int64)
+    judge_old = bank.facets.judge if bank.facets is not None else np.zeros(n_old, np.int64)
+    new = pd.DataFrame({"row": np.arange(n_new), "item": resp.arena_item, "judge": judge_new})
+    old = pd.DataFrame({
+        "item": ds.arena_item, "judge": judge_old, "other": ds.arena_model,
+        "z_other": ds.arena_z, "other_row": np.arange(n_old),
+    })  # fmt: skip
+    both = new.merge(old, on=["item", "judge"], how="inner")
+    both = both.sort_values(["row", "other"], kind="stable")
     row = both["row"].to_numpy()
     z, z_other = resp.arena_z[row], both["z_other"].to_numpy(dtype=np.float64)
     dz = z - z_other
     keep, both_bad = pair_kinds(bank, z, z_other)
     if bank.model.arena_term == "bt":
         keep &= ~both_bad
-    item = both["item"].to_numpy()
-    n_models = np.bincount(ds.arena_item, minlength=ds.n_items)[item] + 1
+    item, judge = both["item"].to_numpy(), both["judge"].to_numpy()
+    # the models of the pair's unit (its prompt as its judge scored it), the new one too
+    n_judges = int(judge_old.max()) + 1 if n_old else 1
+    unit_models = np.bincount(
+        judge_old * ds.n_items + ds.arena_item, minlength=ds.n_items * n_judges
+    )
+    n_models = unit_models[judge * ds.n_items + item] + 1
     weight = contrast_weight(n_models, bank.model.config.arena_likelihood)
     k = keep
     return ArenaPairs(
@@ -128,6 +149,9 @@ def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
         both_bad=both_bad[k],
         z=z[k],
         z_other=z_other[k],
+        judge=judge[k],
+        row=row[k],
+        other_row=both["other_row"].to_numpy()[k],
     )
 
 

@@ -35,9 +35,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayes_dualeval.measure import judged
 from bayes_dualeval.measure.bank import shift
 from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.model.arena_term import ArenaTerm
+from bayes_dualeval.model.facets import Facets
+from bayes_dualeval.model.facets import scores as facet_scores
 
 #: Largest number of (draws x rows x grid points) one compiled call evaluates.
 CHUNK = 16_000_000
@@ -73,6 +76,15 @@ class Layout:
     and ``centre`` (the leaderboard's zero), absent sites None (``gamma`` where no pair
     reads it). ``arena`` is the bank's arena likelihood, whose weights ``pair_*`` and
     ``cell_*`` already hold.
+
+    Where the bank's arena has facets (``facets``: judges, family biases, style), the
+    cells' scores are :func:`~bayes_dualeval.model.facets.scores`: ``pair_judge``,
+    ``pair_style`` and ``pair_other_style`` (K, P_max, C), ``pair_other_family`` say the
+    judge of each pair and both sides' covariates and the bank model's family,
+    ``cell_judge`` and ``cell_style`` the same of each cell, ``model_family`` (K,) each
+    new model's family; ``draws`` then holds ``gamma_judge``, ``judge_bias`` and
+    ``style_coef`` too (None where the bank has no such facet). Without facets these
+    arrays are zeros, with no covariate.
     """
 
     static_item: jax.Array
@@ -85,10 +97,18 @@ class Layout:
     pair_other: jax.Array
     pair_weight: jax.Array
     pair_linear: jax.Array
+    pair_judge: jax.Array
+    pair_style: jax.Array
+    pair_other_family: jax.Array
+    pair_other_style: jax.Array
+    cell_judge: jax.Array
+    cell_style: jax.Array
+    model_family: jax.Array
     draws: dict
     has_static: bool
     has_pairs: bool
     arena: ArenaTerm
+    facets: bool = False
 
 
 def layout(bank, resp, pairs) -> Layout:
@@ -127,9 +147,14 @@ def layout(bank, resp, pairs) -> Layout:
     rows_d = decisive[p_index] if len(decisive) else np.zeros_like(p_index)
     item_d, other_d = _at(item, rows_d, 0), _at(other, rows_d, 0)
     w_d, t_d = _at(w, rows_d, 0.0) * p_mask, _at(t, rows_d, 0.0)
-    # the terms linear in the new model's success probability, summed per (model, prompt)
+    # the terms linear in the new model's score, summed per (model, prompt, judge)
     q = bank.dataset.n_items
-    cells, cell_of = np.unique(model * q + item, return_inverse=True)
+    judge = np.asarray(pairs.judge[:n] if n else empty, dtype=np.int64)
+    n_judges = bank.facets.n_judges if bank.facets is not None else 1
+    cells, first, cell_of = np.unique(
+        (model * q + item) * n_judges + judge, return_index=True, return_inverse=True
+    )
+    cells = cells // n_judges
     linear = lam_arena * arena_term.linear_weight(t, w)
     weight_lin = np.bincount(cell_of, weights=np.where(bad, 0.0, linear), minlength=len(cells))
     weight_bb = np.bincount(cell_of, weights=np.where(bad, lam_bb * w, 0.0), minlength=len(cells))
@@ -145,6 +170,11 @@ def layout(bank, resp, pairs) -> Layout:
     draws["theta"] = bank.draws["theta"]
     draws["gamma"] = bank.draws["gamma"] if n and term.has_items else None
     draws["centre"] = shift(bank)
+    facet_rows = judged.layout_rows(
+        bank, resp, pairs, n, rows_d, first[c_index] if len(first) else c_index
+    )
+    if facet_rows["facets"]:
+        draws.update({name: bank.draws[name] for name in judged.FACET_DRAWS})
     return Layout(
         static_item=jnp.asarray(static_item, jnp.int32),
         static_y=jnp.asarray(static_y, f32),
@@ -160,13 +190,15 @@ def layout(bank, resp, pairs) -> Layout:
         has_static=len(resp.static_item) > 0,
         has_pairs=n > 0,
         arena=term,
+        **facet_rows,
     )
 
 
 #: The :class:`Layout` fields with one row per new model.
 ROW_FIELDS = (
     "static_item", "static_y", "static_n", "cell_item", "cell_linear", "cell_both_bad",
-    "pair_item", "pair_other", "pair_weight", "pair_linear",
+    "pair_item", "pair_other", "pair_weight", "pair_linear", "pair_judge", "pair_style",
+    "pair_other_family", "pair_other_style", "cell_judge", "cell_style", "model_family",
 )  # fmt: skip
 
 
@@ -253,11 +285,15 @@ def _pairs(lay, draws, theta, rows):
 
     The scores are ``gamma p`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`).
     """
-    gamma = draws["gamma"][rows][:, None, None, None]  # (D, 1, 1, 1)
     b, a = _take(draws, "b", rows, lay.pair_item), _take(draws, "a", rows, lay.pair_item)
-    mine = lay.arena.score(links.probability(links.eta(theta[:, :, None, :], b, a)), gamma)
+    family = jnp.broadcast_to(lay.model_family[:, None], lay.pair_judge.shape)
+    p_mine = links.probability(links.eta(theta[:, :, None, :], b, a))  # (D, K, P, G)
+    mine = _scores(lay, draws, rows, p_mine, lay.pair_judge, family, lay.pair_style)
     theta_o = draws["theta"][rows][:, lay.pair_other][..., None]
-    other = lay.arena.score(links.probability(links.eta(theta_o, b, a)), gamma)  # (D, K, P, 1)
+    p_other = links.probability(links.eta(theta_o, b, a))  # (D, K, P, 1)
+    other = _scores(
+        lay, draws, rows, p_other, lay.pair_judge, lay.pair_other_family, lay.pair_other_style
+    )
     weight = lay.pair_weight[None, :, :, None]
     decisive = jnp.sum(arena_term.pair_nonlinear(mine - other, weight), axis=2)
     # the linear part -(1 - t) w (s_mine - s_other): the bank side is constant in the grid
@@ -268,9 +304,36 @@ def _pairs(lay, draws, theta, rows):
         theta[:, :, None, :], _take(draws, "b", rows, lay.cell_item),
         _take(draws, "a", rows, lay.cell_item),
     )  # fmt: skip
-    cells = -lay.cell_linear[None, :, :, None] * lay.arena.score(links.probability(eta), gamma)
+    family = jnp.broadcast_to(lay.model_family[:, None], lay.cell_judge.shape)
+    score = _scores(
+        lay, draws, rows, links.probability(eta), lay.cell_judge, family, lay.cell_style
+    )
+    cells = -lay.cell_linear[None, :, :, None] * score
     cells = cells + arena_term.both_bad(eta, lay.cell_both_bad[None, :, :, None])
     return decisive + offset + jnp.sum(cells, axis=2)
+
+
+def _scores(lay, draws, rows, p, judge, family, style):
+    """The scores of cells with success probabilities ``p`` (D, K, N, G), at draws ``rows``.
+
+    ``gamma p`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`); with facets
+    :func:`~bayes_dualeval.model.facets.scores`, of the cells' ``judge``, ``family`` (K, N)
+    and ``style`` (K, N, C): ``gamma_k p`` plus offsets that do not depend on the grid.
+    """
+    gamma = draws["gamma"][rows]  # (D,)
+    if not lay.facets:
+        return lay.arena.score(p, gamma[:, None, None, None])
+    k, n = judge.shape
+    shared = gamma[:, None] if draws["gamma_judge"] is None else draws["gamma_judge"][rows]
+    drawn = Facets(
+        gamma=shared,
+        bias=None if draws["judge_bias"] is None else draws["judge_bias"][rows],
+        style=None if draws["style_coef"] is None else draws["style_coef"][rows],
+    )
+    flat = (judge.reshape(-1), family.reshape(-1), style.reshape(k * n, -1))
+    offset = facet_scores(jnp.zeros((len(rows), k * n), p.dtype), drawn, *flat)
+    slope = jnp.take(shared, judge, axis=-1)  # (D, K, N)
+    return slope[..., None] * p + offset.reshape(len(rows), k, n)[..., None]
 
 
 def _bt(lay, draws, theta, rows):
@@ -288,7 +351,7 @@ def _bt(lay, draws, theta, rows):
 jax.tree_util.register_dataclass(
     Layout,
     data_fields=[*ROW_FIELDS, "draws"],
-    meta_fields=["has_static", "has_pairs", "arena"],
+    meta_fields=["has_static", "has_pairs", "arena", "facets"],
 )
 
 

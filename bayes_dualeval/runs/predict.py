@@ -80,7 +80,10 @@ def win_probability(run: FittedRun, model, opponent, item) -> np.ndarray:
 
     ``sigmoid(gamma (p_iq - p_jq))`` under the pairs or reward likelihood, and
     ``sigmoid(theta_i - theta_j)`` under Bradley-Terry (which has no items). Each arena
-    cell's ``p_iq`` is computed once, however many pairs it is a side of.
+    cell's ``p_iq`` is computed once, however many pairs it is a side of. Where the arena
+    has judges, family biases or style covariates, this is the judge-adjusted
+    probability: the shared ``gamma`` (the judges' geometric mean discrimination), no
+    family bias, style at its mean.
     """
     if run.arena == "bt":
         return arena_term.win_probability(run.theta[:, model], run.theta[:, opponent])
