@@ -30,8 +30,8 @@ from bayes_dualeval.inference.sampling import Draws
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.inputs import build_inputs
-from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.model.simulate import simulate
+from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.diagnostics import convergence, per_parameter
 from bayes_dualeval.posterior.idata import to_inference_data
 from bayes_dualeval.report import document as report
