@@ -44,6 +44,7 @@ import numpy as np
 from bayes_dualeval.model.arena_matrix import BOTH_BAD, CELLS, LINEAR, ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
+from bayes_dualeval.model.spec import DualEvalModel
 
 #: Least share of the models x static items matrix with a label for NUTS to read the
 #: static labels as a matrix (the 60 x 1,000 simulation above is slower at 0.5).
@@ -110,8 +111,7 @@ def arena_layout(inputs: ModelInputs, config: ModelConfig) -> str:
     if not inputs.has_arena:
         return "none"
     if (
-        config.mode == "bt"
-        or config.arena_likelihood not in ("pairs", "pairs-full")
+        DualEvalModel(config).arena.kind != "pairs"
         or inputs.pair_batch
         or pair_coverage(inputs) < least_pair_coverage(inputs.n_models)
     ):

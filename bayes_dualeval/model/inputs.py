@@ -320,8 +320,9 @@ def build_inputs(
     r_model = dataset.arena_model if use_arena else empty_i
     r_item = dataset.arena_item if use_arena else empty_i
     r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
+    term = DualEvalModel(config).arena
     facet = arena_facets(dataset, use_arena)
-    if facet.present and (config.mode == "bt" or config.arena_likelihood == "reward"):
+    if facet.present and term.kind != "pairs":
         raise ConfigError(
             "several judges and style covariates enter the pairs likelihood (arena_likelihood "
             f"'pairs' or 'pairs-full'); this specification fits mode {config.mode!r} with "
@@ -349,7 +350,7 @@ def build_inputs(
             pairs = distill(dataset, bb_ratio=config.bb_ratio, tie_ratio=config.tie_ratio)
         w = pair_weights(pairs, config.arena_likelihood)
         dec = ~pairs.both_bad
-        if config.mode == "bt":
+        if term.kind == "bt":
             # Both-bad pairs have no meaning without success probabilities: BT uses
             # decisive pairs only, on model indices.
             ci, cj, size = pairs.i[dec], pairs.j[dec], dataset.n_models
@@ -369,13 +370,13 @@ def build_inputs(
         pair_t, pair_item = pairs.target[dec].astype(f32), pairs.item[dec].astype(i32)
     else:
         pairs = None
-    if config.mode == "bt" and len(pair_w) == 0:
+    if term.kind == "bt" and len(pair_w) == 0:
         raise ConfigError("mode 'bt' found no decisive arena pairs to fit")
     item_centring = centring(
         dataset,
         use_static,
         centred,
-        arena_level=use_arena and config.arena_level == "mean" and config.mode != "bt",
+        arena_level=use_arena and config.arena_level == "mean" and term.has_items,
     )
     n_domains, item_domain = _domains(dataset, config)
     x_features = np.zeros((dataset.n_items, 0), f32)
@@ -434,7 +435,7 @@ def anchor_units(unit_n: np.ndarray, n_items: int) -> np.ndarray:
 
 def _check_features(config: ModelConfig) -> None:
     """Raise :class:`ConfigError` unless the specification can take item features."""
-    if config.mode == "bt":
+    if not DualEvalModel(config).arena.has_items:
         raise ConfigError("item features need item parameters, which mode 'bt' does not have")
     if config.item_prior != "hierarchical":
         raise ConfigError(

@@ -38,6 +38,7 @@ from bayes_dualeval.model.priors import (
     level_parameters,
     uses_level,
 )
+from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.model.subsample import batch
 
 __all__ = ["arena_loglik", "dualeval_model", "global_sites", "static_loglik", "uses_level"]
@@ -87,7 +88,8 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
         theta, theta_mean, spread = abilities(inputs, config)
         ability = domain_abilities(inputs, config, theta)
     a = b = gamma = sigma = level = facets = None
-    if config.mode != "bt":
+    term = DualEvalModel(config).arena
+    if term.has_items:
         anchor = None
         if inputs.has_arena:
             # before the items: anchored arena difficulties are drawn around their level
@@ -118,7 +120,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
                 )
         if not inputs.has_arena:
             return
-        if config.arena_likelihood == "reward":
+        if term.kind == "reward":
             sigma = numpyro.sample("sigma", dist.HalfNormal(config.sigma_scale))
     numpyro.factor(
         "arena", arena_total(ability, a, b, gamma, sigma, inputs, config, level, facets)
@@ -144,7 +146,8 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
         # on the bundled example) 300 warm-up iterations estimated it too poorly to mix
         # (bulk ESS 11 of 1,200 draws), while on the diagonal they mix as the items do
         names.append("tau_domain")
-    if config.mode != "bt":
+    term = DualEvalModel(config).arena
+    if term.has_items:
         if config.item_prior == "hierarchical":
             names += ["mu_b", "sigma_b"]
             link = links.get(config.irt)
@@ -155,7 +158,7 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
             names += _feature_sites(inputs, link.slope)
         if inputs.has_arena:
             names.append("gamma")
-            if config.arena_likelihood == "reward":
+            if term.kind == "reward":
                 names.append("sigma")
             if uses_level(inputs, config):
                 names.append("level_c")
