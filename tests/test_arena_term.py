@@ -24,7 +24,7 @@ from scipy.special import log_expit, logsumexp
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference import layout
-from bayes_dualeval.model import arena_term, links
+from bayes_dualeval.model import arena_term, facets, links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs, contrast_weight
 from bayes_dualeval.model.joint import dualeval_model
@@ -171,3 +171,41 @@ def test_the_reward_win_probability_is_that_of_two_noisy_rewards():
     z_j = s_j + sigma * rng.standard_normal(400_000)
     got = arena_term.reward_win_probability(s_i, s_j, sigma)
     assert got == pytest.approx(np.mean(z_i > z_j), abs=4e-3)  # 5 standard errors
+
+
+@pytest.mark.parametrize("judges", [1, 3])
+def test_the_facets_scores_enter_the_pairs_and_the_layout_keeps_them(judges):
+    """With judges or style alone, the model's factor is the definition over the pairs.
+
+    One judge with a style covariate once went to NUTS's prompt matrix, which does not
+    carry the style term: the layout must keep the lists.
+    """
+    static, arena, _ = simulate(6, 8, 9, judges=judges, self_preference=0.8,
+                                style_effect=0.7, seed=3)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, arena=arena, style=("length",))
+    config = ModelConfig()
+    inputs, pairs = build_inputs(ds, config)
+    assert layout.arena_layout(inputs, config) == "cells"
+    tr = compiled_trace(dualeval_model, inputs, config, seed=4)
+    v = {k: np.asarray(s["value"], np.float64) for k, s in tr.items()}
+    eta = links.eta(v["theta"][ds.arena_model], v["b"][ds.arena_item], v["a"][ds.arena_item])
+    p = links.probability(eta)
+    facet = facets.Facets.from_draws(v, v["gamma"])
+    family = np.asarray(inputs.model_family)[ds.arena_model]
+    s = np.asarray(facets.scores(p, facet, np.asarray(inputs.arena_judge), family,
+                                 np.asarray(inputs.arena_style)))  # fmt: skip
+    w = contrast_weight(pairs.unit_models, config.arena_likelihood)
+    dec = ~pairs.both_bad
+    x = s[pairs.row_i] - s[pairs.row_j]
+    want = arena_term.pair(x, pairs.target, w)[dec].sum()
+    # the level term per unit: its mean score and its judge's severity
+    unit = np.asarray(inputs.arena_unit)
+    severity = v.get("severity", np.zeros(judges))
+    for u in np.unique(unit):
+        cells = unit == u
+        shift = v["level_c"][int(inputs.level_group[u])] + severity[u // ds.n_items]
+        want += arena_term.level(float(inputs.prompt_zbar[u]), shift, s[cells].mean(),
+                                 float(inputs.prompt_se[u]))  # fmt: skip
+    assert float(tr["arena"]["log_prob"]) == pytest.approx(want, rel=1e-5, abs=1e-3)

@@ -43,6 +43,7 @@ import numpy as np
 
 from bayes_dualeval.model.arena_matrix import BOTH_BAD, CELLS, LINEAR, ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.facets import has_facets
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.spec import DualEvalModel
 
@@ -106,12 +107,14 @@ def arena_layout(inputs: ModelInputs, config: ModelConfig) -> str:
     The matrix (:mod:`bayes_dualeval.model.arena_matrix`) for the pairs likelihoods, where
     the decisive pairs fill at least :func:`least_pair_coverage` of the prompts x
     model-pairs slots, each model answering a prompt at most once, and every pair read
-    (not random batches).
+    (not random batches); not where the arena has facets (several judges, style
+    covariates), whose scores the matrix does not carry.
     """
     if not inputs.has_arena:
         return "none"
     if (
         DualEvalModel(config).arena.kind != "pairs"
+        or has_facets(inputs)
         or inputs.pair_batch
         or pair_coverage(inputs) < least_pair_coverage(inputs.n_models)
     ):

@@ -182,6 +182,8 @@ def arena_total(
     if term.kind == "bt":
         return term.weight * _pair_total(theta, inputs)
     if inputs.arena_matrix is not None:
+        if facets is not None:
+            raise ValueError("the arena matrix does not carry the facets' scores: use the lists")
         return _arena_matrix_total(theta, a, b, gamma, inputs, term, level)
     eta = cell_eta(theta, a, b, inputs.arena_model, inputs.arena_item)
     p = links.probability(eta)

@@ -23,7 +23,8 @@ def judged(arena, p, offset, model, theta, names, judges, self_preference, style
     family_of = {m: families[k % judges] for k, m in enumerate(names)}
     judge_names = [f"judge-{chr(ord('a') + k)}" for k in range(judges)]
     severity = rng.normal(0.0, severity_sd, judges) if judges > 1 else np.zeros(1)
-    slope = gamma_reward * np.exp(rng.normal(0.0, slope_sd, judges) if judges > 1 else 0.0)
+    spread = rng.normal(0.0, slope_sd, judges) if judges > 1 else np.zeros(1)
+    slope = gamma_reward * np.exp(spread)  # one per judge (one judge: the reward scale)
     weak = theta <= np.quantile(theta, 1 / 3)
     length = rng.normal(0.0, 1.0, len(p)) + 1.5 * weak[model]
     own = np.array([family_of[names[i]] for i in model])
