@@ -24,7 +24,7 @@ from scipy.special import log_expit, logsumexp
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference import layout
-from bayes_dualeval.model import arena_term, facets, links
+from bayes_dualeval.model import arena_term, facets, links, parameters
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs, contrast_weight
 from bayes_dualeval.model.joint import dualeval_model
@@ -209,3 +209,40 @@ def test_the_facets_scores_enter_the_pairs_and_the_layout_keeps_them(judges):
         want += arena_term.level(float(inputs.prompt_zbar[u]), shift, s[cells].mean(),
                                  float(inputs.prompt_se[u]))  # fmt: skip
     assert float(tr["arena"]["log_prob"]) == pytest.approx(want, rel=1e-5, abs=1e-3)
+
+
+@pytest.mark.parametrize("judges", [0, 3])
+def test_the_checks_win_probabilities_are_the_definitions(judges):
+    """The posterior predictive checks' pair probabilities, from a run's posterior."""
+    from bayes_dualeval.checks.fitted import resolve
+    from bayes_dualeval.inference.sampling import Draws
+    from bayes_dualeval.posterior.idata import to_inference_data
+
+    extra = {"judges": judges, "self_preference": 0.8, "style_effect": 0.7} if judges else {}
+    static, arena, _ = simulate(6, 8, 9, seed=5, **extra)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        style = ("length",) if judges else ()
+        ds = Dataset.from_frames(static=static, arena=arena, style=style)
+    config = ModelConfig()
+    inputs, pairs = build_inputs(ds, config)
+    draws = [compiled_trace(dualeval_model, inputs, config, seed=s) for s in (1, 2)]
+    names = [n for n in draws[0] if n in parameters.SITE_DIMS]
+    samples = {n: np.stack([np.asarray(d[n]["value"]) for d in draws])[None] for n in names}
+    idata = to_inference_data(Draws(samples, {}), ds, inputs, config)
+    fit = resolve(idata, ds, pairs, None, None)
+    got = fit.pair_prob(np.array([0, 1]))  # (decisive pairs, draws)
+    dec = ~pairs.both_bad
+    for k, d in enumerate(draws):
+        v = {n: np.asarray(d[n]["value"], np.float64) for n in names}
+        eta = links.eta(v["theta"][ds.arena_model], v["b"][ds.arena_item], v["a"][ds.arena_item])
+        p = links.probability(eta)
+        if judges:
+            family = np.asarray(inputs.model_family)[ds.arena_model]
+            s = np.asarray(facets.scores(p, facets.Facets.from_draws(v, v["gamma"]),
+                                         np.asarray(inputs.arena_judge), family,
+                                         np.asarray(inputs.arena_style)))  # fmt: skip
+        else:
+            s = DualEvalModel(config).arena.score(p, v["gamma"])
+        want = arena_term.win_probability(s[pairs.row_i], s[pairs.row_j])[dec]
+        np.testing.assert_allclose(got[:, k], want, rtol=2e-5, atol=2e-6)
