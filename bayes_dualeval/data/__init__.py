@@ -1,7 +1,9 @@
 """Data: evaluation files in, a validated :class:`~bayes_dualeval.data.dataset.Dataset` out.
 
-- :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL and CSV rows
+- :mod:`~bayes_dualeval.data.readers`: file discovery and JSONL and CSV files
   (:func:`~bayes_dualeval.data.readers.read_paths`).
+- :mod:`~bayes_dualeval.data.rows`: one row's kind, fields and record
+  (:func:`~bayes_dualeval.data.rows.parse_rows`), shared by every reader.
 - :mod:`~bayes_dualeval.data.harness`: what evaluation harnesses write (inspect_ai logs,
   lm-evaluation-harness samples, HELM runs, AlpacaEval, Arena-Hard and MT-Bench judgments), one
   module per harness, recognised by content and read as the same rows.

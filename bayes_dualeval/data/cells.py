@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data.readers import STYLE_PREFIX
+from bayes_dualeval.data.rows import STYLE_PREFIX
 
 #: The skip reason of rows repeating a (model, item) without a ``sample`` to tell them apart
 #: (:func:`skip_hint` says how to keep them) ...

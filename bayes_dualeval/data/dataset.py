@@ -20,7 +20,8 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.data.cells import skip_hint
-from bayes_dualeval.data.readers import STYLE_PREFIX, ReadReport
+from bayes_dualeval.data.readers import ReadReport
+from bayes_dualeval.data.rows import STYLE_PREFIX
 from bayes_dualeval.data.tables import (
     KINDS,
     REWARD_NORMS,

@@ -6,7 +6,7 @@ n_samples`` for an aggregated cell), arena rewards (``model_label, item_id, rewa
 with an optional ``domain`` or ``category`` and ``sample`` (``epoch``, ``repeat``, ``seed``), or a
 wide matrix (``model_label`` or ``model`` first, then one column per question, as
 :mod:`bayes_dualeval.data.wide`). The long readers' rules
-(:func:`bayes_dualeval.data.readers.parse_rows`) apply unchanged, but to whole columns:
+(:func:`bayes_dualeval.data.rows.parse_rows`) apply unchanged, but to whole columns:
 each distinct value of a column is checked once by the same scalar rule, and rows reach
 the result as integer codes, never as Python objects one by one. Rows are numbered from 1
 in messages and in the ``line`` column.
@@ -82,15 +82,15 @@ def read_parquet(
     if wide.is_wide([n.strip() for n in names]):
         table = _read_wide(pa, pq, path, names, source, folder_domain, skip_invalid, report)
         return ("static" if len(table) else None), table
-    from bayes_dualeval.data import readers
+    from bayes_dualeval.data import rows as row_rules
 
     wanted = set(
-        readers.STATIC_FIELDS + readers.COUNT_FIELDS + readers.ARENA_FIELDS
-        + readers.DOMAIN_FIELDS + readers.SAMPLE_FIELDS + FACETS + tuple(style)
+        row_rules.STATIC_FIELDS + row_rules.COUNT_FIELDS + row_rules.ARENA_FIELDS
+        + row_rules.DOMAIN_FIELDS + row_rules.SAMPLE_FIELDS + FACETS + tuple(style)
     )  # fmt: skip
     columns = [n for n in names if n.strip() in wanted]
     text = {
-        "model_label", "dataset", "item_id", *readers.DOMAIN_FIELDS, *readers.SAMPLE_FIELDS,
+        "model_label", "dataset", "item_id", *row_rules.DOMAIN_FIELDS, *row_rules.SAMPLE_FIELDS,
         *FACETS,
     }  # fmt: skip
     # text columns as Arrow dictionaries: each distinct label stored (and checked) once
@@ -108,8 +108,8 @@ FACETS = ("judge", "family")
 
 
 def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, style=()):
-    """The long formats' rules (``readers.parse_rows``), column by column."""
-    from bayes_dualeval.data import readers
+    """The long formats' rules (``rows.parse_rows``), column by column."""
+    from bayes_dualeval.data import rows as row_rules
 
     rules = {
         "model_label": lambda v: values.text_field(v, "model_label"),
@@ -119,7 +119,7 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, st
         "correct": values.correct_field,
         "n_correct": lambda v: values.count_field(v, "n_correct"),
         "n_samples": lambda v: values.count_field(v, "n_samples"),
-        **dict.fromkeys(readers.SAMPLE_FIELDS, values.sample_field),
+        **dict.fromkeys(row_rules.SAMPLE_FIELDS, values.sample_field),
         **{name: (lambda field: lambda v: values.text_field(v, field))(name) for name in FACETS},
     }
     checked = {n: check_column(by_name.pop(n), rules[n]) for n in list(by_name) if n in rules}
@@ -135,7 +135,7 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, st
             out |= present.get(f, none)
         return out
 
-    static = any_of(("dataset", "sample_index", "correct", *readers.COUNT_FIELDS))
+    static = any_of(("dataset", "sample_index", "correct", *row_rules.COUNT_FIELDS))
     arena = any_of(("item_id", "reward"))
     if "model_label" in checked:
         labels = checked["model_label"]
@@ -161,15 +161,15 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, st
             problems.append(
                 (other[0], "file mixes static and arena rows; put each kind in its own file")
             )
-    required = readers.STATIC_FIELDS if kind == "static" else readers.ARENA_FIELDS
+    required = row_rules.STATIC_FIELDS if kind == "static" else row_rules.ARENA_FIELDS
     complete = (static & ~arena) if kind == "static" else (arena & ~static)
-    # a static row gives ``correct``, or its cell's counts (readers._absent, per row)
-    counted = ~present.get("correct", none) & any_of(readers.COUNT_FIELDS)
+    # a static row gives ``correct``, or its cell's counts (rows._absent, per row)
+    counted = ~present.get("correct", none) & any_of(row_rules.COUNT_FIELDS)
     if kind != "static":
         counted = none
     every = ~none
     wants = {name: ~counted if name == "correct" else every for name in required}
-    wants |= {name: counted for name in readers.COUNT_FIELDS}
+    wants |= {name: counted for name in row_rules.COUNT_FIELDS}
     first_gone = "correct or reward" if (~has_kind).any() else None
     for name, rows in wants.items():
         gone = complete & rows & ~present.get(name, none)
@@ -210,14 +210,14 @@ def _long(path, by_name, n_rows, source, folder_domain, skip_invalid, report, st
             missing = (
                 None if first_gone is None else (first_gone, sorted(names_of(by_name, checked)))
             )
-            readers.unreadable(f"{path}", n_rows, missing, int(failed.sum()))
+            row_rules.unreadable(f"{path}", n_rows, missing, int(failed.sum()))
         return None, pd.DataFrame()
     keep = np.flatnonzero(complete & ~failed)
     report.rows += len(keep)
     table = _table(path, kind, keep, checked, by_name, source, folder_domain, counted)
     if kind == "arena":
         for name in style:
-            table[readers.STYLE_PREFIX + name] = covariates[name].at(keep, np.nan, np.float64)
+            table[row_rules.STYLE_PREFIX + name] = covariates[name].at(keep, np.nan, np.float64)
     return kind, table
 
 
@@ -313,9 +313,9 @@ def _table(path, kind, keep, checked, by_name, source, folder_domain, counted) -
     }
     if kind == "static" and counted[keep].any():
         out["n"] = np.where(counted[keep], checked["n_samples"].at(keep, 1, np.int64), 1)
-    from bayes_dualeval.data import readers
+    from bayes_dualeval.data import rows as row_rules
 
-    for name, field in (("sample", readers.SAMPLE_FIELDS), *((f, (f,)) for f in FACETS)):
+    for name, field in (("sample", row_rules.SAMPLE_FIELDS), *((f, (f,)) for f in FACETS)):
         values_ = _first_text(checked, field, keep)
         if values_ is not None:
             out[name] = values_
@@ -360,7 +360,7 @@ def _static_items(source: str, dataset: pd.Categorical, index: np.ndarray) -> pd
 
 def _domains(by_name, keep, folder_domain) -> pd.Categorical:
     """Per row, the first ``domain`` or ``category`` value that is text, else the folder's."""
-    from bayes_dualeval.data import readers
+    from bayes_dualeval.data import rows as row_rules
 
     def usable(value):
         if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
@@ -369,7 +369,7 @@ def _domains(by_name, keep, folder_domain) -> pd.Categorical:
 
     chosen = np.full(len(keep), -1, np.int64)
     names: list[str] = []
-    for field in readers.DOMAIN_FIELDS:
+    for field in row_rules.DOMAIN_FIELDS:
         if field not in by_name:
             continue
         checked = check_column(by_name[field], usable)

@@ -27,13 +27,8 @@ import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.cells import arena_cells, row_key, static_cells
-from bayes_dualeval.data.readers import (
-    STYLE_PREFIX,
-    ReadReport,
-    parse_rows,
-    plain_answers,
-    table_columns,
-)
+from bayes_dualeval.data.readers import ReadReport, plain_answers
+from bayes_dualeval.data.rows import STYLE_PREFIX, parse_rows, table_columns
 
 REWARD_NORMS = ("source", "judge", "global")
 #: The name of the judge of rows that name none.
@@ -240,7 +235,7 @@ def frames_to_tables(
     """Canonical tables from DataFrames in the input formats, row by row as files are read.
 
     ``style`` names the arena rows' style covariates
-    (:func:`~bayes_dualeval.data.readers.parse_rows`).
+    (:func:`~bayes_dualeval.data.rows.parse_rows`).
 
     Returns
     -------

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.data.readers import STYLE_PREFIX
+from bayes_dualeval.data.rows import STYLE_PREFIX
 from bayes_dualeval.model.facets import ArenaFacets
 
 
