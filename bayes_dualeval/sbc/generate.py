@@ -160,7 +160,7 @@ def prior_predictive(
     ):  # pragma: no cover - the design has one answer per cell, kept in order
         raise ConfigError("the design's cells are not the model's static cells")
     key, flip_key = jax.random.split(jax.random.PRNGKey(seed))
-    predictive = Predictive(unobserved(dualeval_model), num_samples=n, exclude_deterministic=False)
+    predictive = Predictive(unobserved(dualeval_model), num_samples=n)
     out = {k: np.asarray(v) for k, v in predictive(key, inputs, generator).items()}
     y = out["static_y"].round().astype(np.int32)
     if flip:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +64,8 @@ class SBCResult:
         The simultaneous band the ranks were tested against.
     info : dict
         The specification, design, perturbation, sampler settings, seed, and the counts
-        (``fits_not_converged``, ``outside``).
+        (``fits_not_converged``, ``convergence_problems``: fits with each kind of problem,
+        ``outside``).
     """
 
     summary: pd.DataFrame
@@ -154,13 +156,14 @@ def sbc(
     base = design(n_models, n_items)
     truth = prior_predictive(base, config, sims, seed, perturb)
     rng = np.random.default_rng(seed)
-    rows, converged, started = [], [], time.perf_counter()
+    rows, converged, problems, started = [], [], Counter(), time.perf_counter()
     for s in range(sims):
         data = with_labels(base, truth["static_y"][s])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             result = fit(data, config, _seeded(settings, seed, s))
         converged.append(bool(result.converged))
+        problems.update(_kinds(result.convergence.problems))
         post = result.idata.posterior
         flat = {k: _flat(post[k].values) for k in ("theta", "a", "b", "c", "d") if k in post}
         flat.update({k: _flat(post[k].values) for k in _GLOBAL if k in post})
@@ -196,6 +199,7 @@ def sbc(
         "alpha": ALPHA,
         "adjusted_gamma": b.gamma,
         "fits_not_converged": int(len(converged) - sum(converged)),
+        "convergence_problems": dict(problems),
         "outside": int((~summary["within_band"]).sum()),
         "sampler": settings.to_dict(),
         "seconds": round(time.perf_counter() - started, 1),
@@ -205,6 +209,18 @@ def sbc(
 
 #: Group-level sites ranked where the model has them.
 _GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma")
+
+
+#: What a convergence problem is about, by a word of its message (``Convergence.problems``).
+_PROBLEMS = (("R-hat", "r_hat"), ("ESS", "ess"), ("divergent", "divergences"),
+             ("E-BFMI", "e_bfmi"), ("tree depth", "tree_depth"))  # fmt: skip
+
+
+def _kinds(problems) -> set:
+    """The kinds of a fit's convergence problems (fits with each kind are counted)."""
+    return {kind for text in problems for word, kind in _PROBLEMS if word in text} or (
+        {"other"} if problems else set()
+    )
 
 
 def _flat(values: np.ndarray) -> np.ndarray:
