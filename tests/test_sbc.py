@@ -84,3 +84,23 @@ def test_small_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator(tmp_pa
     assert wide.outside >= 3, wide.summary
     out = own.save(tmp_path / "sbc")
     assert {p.name for p in out.iterdir()} == {"sbc.csv", "ranks.csv", "sbc.png", "sbc.json"}
+
+
+def test_shared_drivers_give_the_draws_of_a_fit_of_its_own():
+    """Within ``shared_drivers`` a second data set runs the first's sampler: same draws."""
+    from bayes_dualeval.inference.nuts import shared_drivers
+    from bayes_dualeval.runs.fit import fit
+    from bayes_dualeval.sbc.generate import with_labels
+
+    base = design(8, 12)
+    labels = prior_predictive(base, STATIC, 2, seed=9)["static_y"]
+    first, second = (with_labels(base, y) for y in labels)
+    settings = dataclasses.replace(SMALL, chains=2, seed=4)
+    alone = fit(second, STATIC, settings)
+    with shared_drivers():
+        fit(first, STATIC, settings)
+        shared = fit(second, STATIC, settings)
+    assert shared.diagnostics["timings"]["compile"] == 0.0  # nothing traced or compiled
+    np.testing.assert_array_equal(
+        alone.idata.posterior["theta"].values, shared.idata.posterior["theta"].values
+    )

@@ -181,7 +181,7 @@ def run_nuts(
             # gradient: the chains' program then needs no search for valid starts
             dense = global_sites(config, inputs)
             metric, init = pilot(inputs, config, dense, settings.seed, settings.chains)
-        mcmc = make_mcmc(inputs, config, current, metric)
+        mcmc = _first_driver(inputs, config, current, metric)
         key, draws = jax.random.PRNGKey(settings.seed), None
         chunks, progress = 1, {}  # runs of the driver per round; what a round has drawn
         logger.info(
@@ -263,6 +263,55 @@ def run_nuts(
         **layouts_read(inputs),
     )
     return draws
+
+
+#: The drivers kept while :func:`shared_drivers` is active (None when it is not).
+_SHARED: dict | None = None
+
+
+@contextmanager
+def shared_drivers():
+    """While active, fits of the same shapes share their first round's compiled sampler.
+
+    Each fit otherwise builds a NUTS driver of its own and traces its sampler anew (the
+    compiled program itself then comes from the persistent compilation cache). Within the
+    block, a fit whose specification, settings (all but the seed) and input shapes match
+    an earlier one's, and that starts warm-up from the identity metric (small data:
+    :func:`~bayes_dualeval.inference.metric.worth_it`), runs the earlier fit's driver: the
+    data are arguments of its programs (:mod:`~bayes_dualeval.inference.chains`), so
+    nothing is traced again. Rounds after the first (draw-more, divergence restarts) build
+    their own drivers as usual. The kept drivers' programs are released when the block
+    ends. Used by simulation-based calibration, which fits many data sets of one design.
+    """
+    global _SHARED
+    if _SHARED is not None:  # nested: the outer block keeps and releases them
+        yield
+        return
+    _SHARED = {}
+    try:
+        yield
+    finally:
+        kept, _SHARED = _SHARED, None
+        for mcmc in kept.values():
+            release_programs(mcmc)
+
+
+def _first_driver(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, metric):
+    """The first round's driver: a shared one within :func:`shared_drivers`, else a new one."""
+    if _SHARED is None or metric is not None:
+        return make_mcmc(inputs, config, settings, metric)
+    leaves, tree = jax.tree_util.tree_flatten(inputs)
+    shapes = tuple((np.shape(x), str(np.result_type(x))) for x in leaves)
+    key = (config, replace(settings, seed=0), tree, shapes)
+    if key not in _SHARED:
+        _SHARED[key] = make_mcmc(inputs, config, settings)
+    mcmc = _SHARED[key]
+    mcmc.post_warmup_state = None  # a continuation of the last fit may have set it
+    return mcmc
+
+
+def _is_shared(mcmc: MCMC) -> bool:
+    return _SHARED is not None and any(m is mcmc for m in _SHARED.values())
 
 
 def continuation_draws(verdict, draws: int) -> int:
@@ -366,7 +415,8 @@ def _one_round(
                 total = chunks * mcmc.num_samples
                 progress["draws"] = f"{(k + 1) * mcmc.num_samples} of {total} draws"
     finally:
-        release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
+        if not _is_shared(mcmc):
+            release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
         if progress is not None:
             progress.pop("draws", None)
     if chunks == 1:

@@ -72,16 +72,29 @@ class Bank:
     reward_scale: dict
     tie_threshold: float
     bb_threshold: float
+    approximate: str = ""
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, *, max_draws: int = BANK_DRAWS) -> Bank:
+    def from_run(
+        cls, run_dir: str | Path, *, max_draws: int = BANK_DRAWS, allow_approximate: bool = False
+    ) -> Bank:
         """Read a run folder as a bank.
+
+        Parameters
+        ----------
+        run_dir : str or Path
+        max_draws : int
+            Posterior draws kept (evenly spaced).
+        allow_approximate : bool
+            Accept a bank that is not a converged NUTS posterior (:func:`approximation`);
+            its reason is then kept in :attr:`approximate`, which every output repeats.
 
         Raises
         ------
         InputError
             When the folder is missing or not a readable run, was written by another
-            version of bayes-dualeval, holds a point estimate instead of posterior draws
+            version of bayes-dualeval, is not a converged NUTS posterior (unless
+            ``allow_approximate``), holds a point estimate instead of posterior draws
             (a MAP run), fits arena facets (several judges, style covariates) that the
             measurement of new models does not model, or its posterior lacks a site its
             specification samples.
@@ -107,6 +120,7 @@ class Bank:
                 f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
                 f"this is {__version__}: fit the bank again"
             )
+        approximate = check_posterior(run_dir, diagnostics, allow_approximate)
         if model.domain_abilities or model.dims > 1:
             kind = (
                 "an ability per item domain (abilities 'domain')"
@@ -158,6 +172,7 @@ class Bank:
             reward_scale=scale,
             tie_threshold=float(pairs.tie_threshold) if pairs is not None else -np.inf,
             bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
+            approximate=approximate,
         )
 
     def thin(self, n: int) -> Bank:
@@ -194,6 +209,54 @@ class Bank:
 def shift(bank: Bank, rows=slice(None)) -> np.ndarray:
     """The bank models' mean raw ability in each draw: the leaderboard's zero."""
     return bank.draws["theta"][rows].mean(axis=1)
+
+
+def approximation(diagnostics: dict) -> str:
+    """Why a run's posterior is not one to measure against, or ``""`` when it is.
+
+    A bank must be a NUTS posterior that passed the run's convergence check: SVI's draws
+    come from a variational approximation (their intervals covered 23-65% of true values
+    on simulations, docs/validation.md section 10), MAP holds a point estimate, and an
+    unconverged NUTS run's intervals are not yet the posterior's.
+
+    Parameters
+    ----------
+    diagnostics : dict
+        The run's ``diagnostics.json`` (``sampler`` and ``convergence``).
+    """
+    sampler = _sampler(diagnostics)
+    if sampler != "nuts":
+        what = "a point estimate" if sampler == "map" else "a variational approximation"
+        return f"fitted with {setting('sampler', sampler)}, {what}"
+    conv = diagnostics.get("convergence", {})
+    if conv.get("converged") is not True:
+        first = (conv.get("problems") or ["no convergence check recorded"])[0]
+        return f"a NUTS fit that failed the convergence check: {first}"
+    return ""
+
+
+def check_posterior(where, diagnostics: dict, allow_approximate: bool = False) -> str:
+    """Refuse a bank that is not a converged NUTS posterior, unless ``allow_approximate``.
+
+    Returns
+    -------
+    str
+        :func:`approximation`'s reason (``""`` for a converged NUTS posterior).
+
+    Raises
+    ------
+    InputError
+        The reason, and how to proceed, when ``allow_approximate`` is false.
+    """
+    reason = approximation(diagnostics)
+    if reason and not allow_approximate:
+        raise InputError(
+            f"bank {where} is not a converged NUTS posterior, so its intervals would overstate "
+            f"what is known ({reason}); refit it with {setting('sampler', 'nuts')} until it "
+            f"converges, or use it anyway with {setting('allow_approximate', True)} (every "
+            "output then says so)"
+        )
+    return reason
 
 
 def _sampler(diagnostics: dict) -> str:

@@ -9,3 +9,9 @@
 * :mod:`~bayes_dualeval.sbc.study`: :func:`sbc`, the loop and its result;
 * :mod:`~bayes_dualeval.sbc.plot`: ``sbc.png``.
 """
+
+from bayes_dualeval.sbc.ecdf import Band, band
+from bayes_dualeval.sbc.generate import prior_predictive
+from bayes_dualeval.sbc.study import SBCResult, sbc
+
+__all__ = ["Band", "SBCResult", "band", "prior_predictive", "sbc"]

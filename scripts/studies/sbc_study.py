@@ -18,6 +18,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 import time
 import warnings
 
@@ -44,6 +46,10 @@ def main(argv=None) -> int:
     from bayes_dualeval.inference.device import configure
 
     configure("cpu", args.chains)
+    # a line per simulation on stderr (the table goes to stdout)
+    progress = logging.getLogger("bayes_dualeval.sbc")
+    progress.addHandler(logging.StreamHandler(sys.stderr))
+    progress.setLevel(logging.INFO)
     from bayes_dualeval import api
 
     specs = args.spec or ["dualeval-2pl"]
