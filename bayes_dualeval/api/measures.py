@@ -18,10 +18,8 @@ from bayes_dualeval.api.run import DEFAULT_CI
 
 def _bank(run, draws: int | None = None, allow_approximate: bool = False):
     from bayes_dualeval.api.devices import start
-    from bayes_dualeval.measure.bank import BANK_DRAWS, Bank, check_posterior
+    from bayes_dualeval.measure.bank import BANK_DRAWS, Bank
 
-    # refused before JAX starts or the posterior is read
-    check_posterior(_where(run), run.result.diagnostics, allow_approximate)
     start("auto", 1)
     return Bank.from_run(
         run.bank_folder(), max_draws=draws or BANK_DRAWS, allow_approximate=allow_approximate

@@ -120,7 +120,6 @@ class Bank:
                 f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
                 f"this is {__version__}: fit the bank again"
             )
-        approximate = check_posterior(run_dir, diagnostics, allow_approximate)
         if model.domain_abilities or model.dims > 1:
             kind = (
                 "an ability per item domain (abilities 'domain')"
@@ -143,8 +142,10 @@ class Bank:
         if n_draws < 2:
             raise InputError(
                 f"bank {run_dir} holds a point estimate ({_sampler(diagnostics)}), not "
-                "posterior draws: fit the bank with the nuts or svi sampler"
+                "posterior draws: fit the bank with the nuts sampler"
             )
+        # what the bank cannot be used for at all is said first; this may be allowed
+        approximate = check_posterior(run_dir, diagnostics, allow_approximate)
         keep = evenly_spaced(n_draws, max_draws)
         draws = {}
         for name in (*links.ITEM_PARAMETERS, "theta", "theta_centred", "gamma", "sigma"):
