@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import bayes_dualeval as bd
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.measure.bank import approximation, check_posterior
+from bayes_dualeval.measure.approximate import approximation, check_posterior
 from bayes_dualeval.model.simulate import simulate, write
 
 

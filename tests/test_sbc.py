@@ -88,7 +88,7 @@ def test_small_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator(tmp_pa
 
 def test_shared_drivers_give_the_draws_of_a_fit_of_its_own():
     """Within ``shared_drivers`` a second data set runs the first's sampler: same draws."""
-    from bayes_dualeval.inference.nuts import shared_drivers
+    from bayes_dualeval.inference.drivers import shared_drivers
     from bayes_dualeval.runs.fit import fit
     from bayes_dualeval.sbc.generate import with_labels
 

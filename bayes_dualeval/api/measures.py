@@ -319,7 +319,7 @@ def predict(run, models=None, items=None, *, cells: pd.DataFrame | None = None,
     >>> run.predict(["gpt-4o"], ["bench::math_bench_3"]).table  # doctest: +SKIP
     """
     from bayes_dualeval.core.errors import InputError
-    from bayes_dualeval.measure.bank import check_posterior
+    from bayes_dualeval.measure.approximate import check_posterior
     from bayes_dualeval.runs import predict as pr
 
     if cells is not None and (models is not None or items is not None):
@@ -361,7 +361,7 @@ def route(run, models=None, items=None, *, cost=None, cost_weight: float = 1.0,
     Predictions
         ``routing.csv`` and the summary (``routed``, ``best_single``, ``oracle``...).
     """
-    from bayes_dualeval.measure.bank import check_posterior
+    from bayes_dualeval.measure.approximate import check_posterior
     from bayes_dualeval.runs import predict as pr
 
     approximate = check_posterior(_where(run), run.result.diagnostics, allow_approximate)

@@ -23,6 +23,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from bayes_dualeval.core.errors import PerformanceWarning
+from bayes_dualeval.inference import drivers
 from bayes_dualeval.inference.buckets import padded
 from bayes_dualeval.inference.chains import (
     CompiledInitNUTS,
@@ -265,53 +266,13 @@ def run_nuts(
     return draws
 
 
-#: The drivers kept while :func:`shared_drivers` is active (None when it is not).
-_SHARED: dict | None = None
-
-
-@contextmanager
-def shared_drivers():
-    """While active, fits of the same shapes share their first round's compiled sampler.
-
-    Each fit otherwise builds a NUTS driver of its own and traces its sampler anew (the
-    compiled program itself then comes from the persistent compilation cache). Within the
-    block, a fit whose specification, settings (all but the seed) and input shapes match
-    an earlier one's, and that starts warm-up from the identity metric (small data:
-    :func:`~bayes_dualeval.inference.metric.worth_it`), runs the earlier fit's driver: the
-    data are arguments of its programs (:mod:`~bayes_dualeval.inference.chains`), so
-    nothing is traced again. Rounds after the first (draw-more, divergence restarts) build
-    their own drivers as usual. The kept drivers' programs are released when the block
-    ends. Used by simulation-based calibration, which fits many data sets of one design.
-    """
-    global _SHARED
-    if _SHARED is not None:  # nested: the outer block keeps and releases them
-        yield
-        return
-    _SHARED = {}
-    try:
-        yield
-    finally:
-        kept, _SHARED = _SHARED, None
-        for mcmc in kept.values():
-            release_programs(mcmc)
-
-
 def _first_driver(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, metric):
-    """The first round's driver: a shared one within :func:`shared_drivers`, else a new one."""
-    if _SHARED is None or metric is not None:
+    """The first round's driver: a shared one within :func:`~.drivers.shared_drivers`, else new."""
+    if metric is not None:
         return make_mcmc(inputs, config, settings, metric)
-    leaves, tree = jax.tree_util.tree_flatten(inputs)
-    shapes = tuple((np.shape(x), str(np.result_type(x))) for x in leaves)
-    key = (config, replace(settings, seed=0), tree, shapes)
-    if key not in _SHARED:
-        _SHARED[key] = make_mcmc(inputs, config, settings)
-    mcmc = _SHARED[key]
-    mcmc.post_warmup_state = None  # a continuation of the last fit may have set it
-    return mcmc
-
-
-def _is_shared(mcmc: MCMC) -> bool:
-    return _SHARED is not None and any(m is mcmc for m in _SHARED.values())
+    return drivers.driver(
+        (config, replace(settings, seed=0)), inputs, lambda: make_mcmc(inputs, config, settings)
+    )
 
 
 def continuation_draws(verdict, draws: int) -> int:
@@ -415,7 +376,7 @@ def _one_round(
                 total = chunks * mcmc.num_samples
                 progress["draws"] = f"{(k + 1) * mcmc.num_samples} of {total} draws"
     finally:
-        if not _is_shared(mcmc):
+        if not drivers.is_shared(mcmc):
             release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
         if progress is not None:
             progress.pop("draws", None)

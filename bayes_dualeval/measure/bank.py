@@ -27,6 +27,7 @@ from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.cells import arena_cells, static_cells
 from bayes_dualeval.data.readers import read_paths
+from bayes_dualeval.measure.approximate import check_posterior
 from bayes_dualeval.model import links
 from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.spec import DualEvalModel
@@ -86,7 +87,8 @@ class Bank:
         max_draws : int
             Posterior draws kept (evenly spaced).
         allow_approximate : bool
-            Accept a bank that is not a converged NUTS posterior (:func:`approximation`);
+            Accept a bank that is not a converged NUTS posterior
+            (:func:`~bayes_dualeval.measure.approximate.approximation`);
             its reason is then kept in :attr:`approximate`, which every output repeats.
 
         Raises
@@ -210,54 +212,6 @@ class Bank:
 def shift(bank: Bank, rows=slice(None)) -> np.ndarray:
     """The bank models' mean raw ability in each draw: the leaderboard's zero."""
     return bank.draws["theta"][rows].mean(axis=1)
-
-
-def approximation(diagnostics: dict) -> str:
-    """Why a run's posterior is not one to measure against, or ``""`` when it is.
-
-    A bank must be a NUTS posterior that passed the run's convergence check: SVI's draws
-    come from a variational approximation (their intervals covered 23-65% of true values
-    on simulations, docs/validation.md section 10), MAP holds a point estimate, and an
-    unconverged NUTS run's intervals are not yet the posterior's.
-
-    Parameters
-    ----------
-    diagnostics : dict
-        The run's ``diagnostics.json`` (``sampler`` and ``convergence``).
-    """
-    sampler = _sampler(diagnostics)
-    if sampler != "nuts":
-        what = "a point estimate" if sampler == "map" else "a variational approximation"
-        return f"fitted with {setting('sampler', sampler)}, {what}"
-    conv = diagnostics.get("convergence", {})
-    if conv.get("converged") is not True:
-        first = (conv.get("problems") or ["no convergence check recorded"])[0]
-        return f"a NUTS fit that failed the convergence check: {first}"
-    return ""
-
-
-def check_posterior(where, diagnostics: dict, allow_approximate: bool = False) -> str:
-    """Refuse a bank that is not a converged NUTS posterior, unless ``allow_approximate``.
-
-    Returns
-    -------
-    str
-        :func:`approximation`'s reason (``""`` for a converged NUTS posterior).
-
-    Raises
-    ------
-    InputError
-        The reason, and how to proceed, when ``allow_approximate`` is false.
-    """
-    reason = approximation(diagnostics)
-    if reason and not allow_approximate:
-        raise InputError(
-            f"bank {where} is not a converged NUTS posterior, so its intervals would overstate "
-            f"what is known ({reason}); refit it with {setting('sampler', 'nuts')} until it "
-            f"converges, or use it anyway with {setting('allow_approximate', True)} (every "
-            "output then says so)"
-        )
-    return reason
 
 
 def _sampler(diagnostics: dict) -> str:

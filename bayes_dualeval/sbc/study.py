@@ -17,6 +17,7 @@ import logging
 import time
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ConfigError, ConvergenceWarning
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
-from bayes_dualeval.inference.nuts import shared_drivers
+from bayes_dualeval.inference.drivers import shared_drivers
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.sbc import ecdf
@@ -158,7 +159,8 @@ def sbc(
     truth = prior_predictive(base, config, sims, seed, perturb)
     rng = np.random.default_rng(seed)
     rows, converged, problems, started = [], [], Counter(), time.perf_counter()
-    with shared_drivers():  # one design: every fit runs the first fit's compiled sampler
+    # one design: every fit runs the first fit's compiled sampler; one progress line a fit
+    with shared_drivers(), _quiet("bayes_dualeval.inference"):
         for s in range(sims):
             data = with_labels(base, truth["static_y"][s])
             with warnings.catch_warnings():
@@ -223,6 +225,18 @@ def _kinds(problems) -> set:
     return {kind for text in problems for word, kind in _PROBLEMS if word in text} or (
         {"other"} if problems else set()
     )
+
+
+@contextmanager
+def _quiet(name: str):
+    """Leave out the INFO records of logger ``name`` (each fit's rounds) while the block runs."""
+    log = logging.getLogger(name)
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _flat(values: np.ndarray) -> np.ndarray:

@@ -31,7 +31,10 @@ def main(argv=None) -> int:
     parser.add_argument("--models", type=int, default=10)
     parser.add_argument("--items", type=int, default=30)
     parser.add_argument(
-        "--perturb", action="append", default=None, help="KEY=VALUE, repeatable (one case each)"
+        "--perturb",
+        action="append",
+        default=None,
+        help="KEY=VALUE, repeatable, one case each (default theta_scale=2; none: the model only)",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--chains", type=int, default=4)
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
     from bayes_dualeval import api
 
     specs = args.spec or ["dualeval-2pl"]
-    cases = [None, *(args.perturb or ["theta_scale=2"])]
+    cases = [None, *(p for p in args.perturb or ["theta_scale=2"] if p != "none")]
     sampler = dict(
         chains=args.chains, warmup=args.warmup, draws=args.draws, extend=args.extend,
         target_accept=args.target_accept, centring=args.centring,
