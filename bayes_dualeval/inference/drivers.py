@@ -56,7 +56,7 @@ def driver(what, inputs, make: Callable):
     if _SHARED is None:
         return make()
     leaves, tree = jax.tree_util.tree_flatten(inputs)
-    shapes = tuple((np.shape(x), str(np.result_type(x))) for x in leaves)
+    shapes = tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves)
     key = (what, tree, shapes)
     if key not in _SHARED:
         _SHARED[key] = make()
