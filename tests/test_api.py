@@ -178,8 +178,16 @@ def test_a_misspelt_option_names_the_valid_ones(small):
 def test_score_compress_predict_equal_the_commands(bank, tmp_path):
     root, run = bank
     runner = CliRunner()
-    scored = run.score(root / "new_data", ci=0.9, draws=DRAWS)
-    args = ["--bank", str(root / "bank"), "--draws", str(DRAWS), "--ci", "0.9"]
+    scored = run.score(root / "new_data", ci=0.9, draws=DRAWS, allow_approximate=True)
+    args = [
+        "--bank",
+        str(root / "bank"),
+        "--draws",
+        str(DRAWS),
+        "--ci",
+        "0.9",
+        "--allow-approximate",
+    ]
     out = ["--out", str(tmp_path / "s")]
     res = runner.invoke(cli, ["score", str(root / "new_data"), *args, *out])
     assert res.exit_code == 0, res.output
@@ -189,22 +197,30 @@ def test_score_compress_predict_equal_the_commands(bank, tmp_path):
     assert scored.scores["new"].sum() == 6
     # the tiny bank did not converge, and every surface says so
     assert run.converged is False and "NOT CONVERGED" in run._repr_html_()
-    assert any("NOT CONVERGED" in w for w in scored.warnings)
+    assert any("APPROXIMATE BANK" in w and "convergence check" in w for w in scored.warnings)
 
-    short = run.compress(20)
-    res = runner.invoke(cli, ["compress", str(root / "bank"), "--items", "20",
-                              "--out", str(tmp_path / "short.csv")])  # fmt: skip
+    short = run.compress(20, allow_approximate=True)
+    short_out = ["--allow-approximate", "--out", str(tmp_path / "short.csv")]
+    res = runner.invoke(cli, ["compress", str(root / "bank"), "--items", "20", *short_out])
     assert res.exit_code == 0, res.output
     assert pd.read_csv(tmp_path / "short.csv")["item"].tolist() == short.items["item"].tolist()
     assert len(short.items) == 20
-    assert any("NOT CONVERGED" in w for w in short.warnings)
+    assert any("APPROXIMATE BANK" in w for w in short.warnings)
 
     models = list(run.dataset.models[:2])
     items = list(run.dataset.items[:3])
-    table = run.predict(models, items, ci=0.9).table
+    table = run.predict(models, items, ci=0.9, allow_approximate=True).table
     wanted = ["--models", ",".join(models), "--items", ",".join(items)]
     res = runner.invoke(
-        cli, ["predict", str(root / "bank"), *wanted, "--out", str(tmp_path / "p.csv")]
+        cli,
+        [
+            "predict",
+            str(root / "bank"),
+            *wanted,
+            "--allow-approximate",
+            "--out",
+            str(tmp_path / "p.csv"),
+        ],
     )
     assert res.exit_code == 0, res.output
     cli_table = pd.read_csv(tmp_path / "p.csv")

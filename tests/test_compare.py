@@ -126,6 +126,7 @@ def test_cli_compare_prints_and_writes_the_csv(twopl_runs, tmp_path):
     assert result.exit_code == 0, result.output
     assert "1,800 static labels" in result.output and "elpd_diff" in result.output
     assert f"preferred: {twopl_runs[1]} (the fewest" in result.output
+    assert "note: dse treats the left-out units as independent" in result.output
     table = pd.read_csv(out, keep_default_na=False)
     assert list(table.columns) == COLUMNS
     assert list(table["rank"]) == [1, 2] and table.loc[0, "run"] == twopl_runs[1]

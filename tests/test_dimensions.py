@@ -260,7 +260,18 @@ def test_predict_reads_the_abilities_through_the_loadings(two_dim_run):
     post = idata.posterior
     model, item = str(post["model"].values[3]), str(post["item"].values[7])
     result = CliRunner().invoke(
-        cli, ["predict", str(out), "--models", model, "--items", item, "--out", str(out / "p.csv")]
+        cli,
+        [
+            "predict",
+            str(out),
+            "--models",
+            model,
+            "--items",
+            item,
+            "--allow-approximate",
+            "--out",
+            str(out / "p.csv"),
+        ],
     )
     assert result.exit_code == 0, result.output
     (row,) = pd.read_csv(out / "p.csv").itertuples()

@@ -35,7 +35,7 @@ def domain_run(tmp_path_factory):
 
 def test_static_predictions_are_the_posterior_success_probability(domain_run):
     out, _, _ = domain_run
-    r = invoke("predict", out)
+    r = invoke("predict", "--allow-approximate", out)
     assert r.exit_code == 0, r.output
     table = pd.read_csv(out / "predictions.csv")
     idata = az.from_netcdf(out / "posterior.nc")
@@ -103,7 +103,7 @@ def test_cells_file_and_named_opponents(domain_run, tmp_path):
         }
     ).to_csv(cells, index=False)
     target = tmp_path / "wanted.csv"
-    r = invoke("predict", out, "--cells", cells, "--out", target)
+    r = invoke("predict", "--allow-approximate", out, "--cells", cells, "--out", target)
     assert r.exit_code == 0, r.output
     table = pd.read_csv(target, keep_default_na=False, na_values=[""])
     assert list(table.columns[:8]) == [
@@ -115,7 +115,7 @@ def test_cells_file_and_named_opponents(domain_run, tmp_path):
 
 def test_routing_sends_the_specialists_domain_to_the_specialist(domain_run):
     out, _, truth = domain_run
-    r = invoke("predict", out, "--route")
+    r = invoke("predict", "--allow-approximate", out, "--route")
     assert r.exit_code == 0, r.output
     assert "best single model" in r.output and "oracle" in r.output
     table = pd.read_csv(out / "routing.csv")
@@ -144,7 +144,18 @@ def test_a_cost_moves_the_route(domain_run, tmp_path):
     cost = {m: (10.0 if m == SPECIALIST else 0.0) for m in models}
     pd.DataFrame({"model": list(cost), "cost": list(cost.values())}).to_csv(prices, index=False)
     target = tmp_path / "route.csv"
-    r = invoke("predict", out, "--route", "--cost", prices, "--cost-weight", 1, "--out", target)
+    r = invoke(
+        "predict",
+        "--allow-approximate",
+        out,
+        "--route",
+        "--cost",
+        prices,
+        "--cost-weight",
+        1,
+        "--out",
+        target,
+    )
     assert r.exit_code == 0, r.output
     table = pd.read_csv(target)
     assert (table["model"] != SPECIALIST).all()
@@ -154,21 +165,41 @@ def test_a_cost_moves_the_route(domain_run, tmp_path):
 
 def test_mistakes_are_one_line_errors(domain_run, tmp_path):
     out, _, _ = domain_run
-    one_error(invoke("predict", out, "--models", "nope,atlas-70b"), "no model 'nope'")
-    one_error(invoke("predict", out, "--items", "bench::x"), "no item 'bench::x'")
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--models", "nope,atlas-70b"),
+        "no model 'nope'",
+    )
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--items", "bench::x"), "no item 'bench::x'"
+    )
     bad = tmp_path / "bad.csv"
     bad.write_text("model,question\natlas-70b,x\n")
-    one_error(invoke("predict", out, "--cells", bad), "needs the column(s) item")
-    one_error(invoke("predict", out, "--cells", bad, "--models", "a"), "not both")
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--cells", bad), "needs the column(s) item"
+    )
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--cells", bad, "--models", "a"), "not both"
+    )
     prices = tmp_path / "prices.csv"
     prices.write_text("model,cost\natlas-70b,1\n")
-    one_error(invoke("predict", out, "--cost", prices), "only applies with --route")
-    one_error(invoke("predict", out, "--route", "--cost", prices), "no cost for")
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--cost", prices),
+        "only applies with --route",
+    )
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--route", "--cost", prices), "no cost for"
+    )
     prices.write_text("model,cost\natlas-70b,cheap\n")
-    one_error(invoke("predict", out, "--route", "--cost", prices), "line 2", "not a number")
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--route", "--cost", prices),
+        "line 2",
+        "not a number",
+    )
     same = tmp_path / "same.csv"
     same.write_text("model,item,opponent\natlas-70b,arena::math_prompt_0001,atlas-70b\n")
-    one_error(invoke("predict", out, "--cells", same), "two different models")
+    one_error(
+        invoke("predict", "--allow-approximate", out, "--cells", same), "two different models"
+    )
 
 
 def test_a_bradley_terry_run_predicts_pairs_and_refuses_to_route(tmp_path):
@@ -178,7 +209,7 @@ def test_a_bradley_terry_run_predicts_pairs_and_refuses_to_route(tmp_path):
     r = invoke("fit", tmp_path / "data", "--model", "bradley-terry", "--sampler", "map",
                "--out", out)  # fmt: skip
     assert r.exit_code == 0, r.output
-    r = invoke("predict", out)
+    r = invoke("predict", "--allow-approximate", out)
     assert r.exit_code == 0, r.output
     table = pd.read_csv(out / "predictions.csv")
     assert len(table) == 4 * 3 * 5 and (table["kind"] == "arena").all()
@@ -188,4 +219,4 @@ def test_a_bradley_terry_run_predicts_pairs_and_refuses_to_route(tmp_path):
     row = table.iloc[0]
     expected = 1.0 / (1.0 + np.exp(-(theta[row["model"]] - theta[row["opponent"]])))
     assert row["p_mean"] == pytest.approx(expected, abs=1e-5)
-    one_error(invoke("predict", out, "--route"), "no item parameters")
+    one_error(invoke("predict", "--allow-approximate", out, "--route"), "no item parameters")

@@ -48,7 +48,7 @@ def setup(tmp_path_factory):
     settings = SamplerSettings(sampler="nuts", chains=2, warmup=300, draws=300, seed=3, extend=0)
     result = fit(load(root / "bank_data"), settings=settings)
     write_run(result, root / "bank")
-    bank = Bank.from_run(root / "bank", max_draws=DRAWS)
+    bank = Bank.from_run(root / "bank", max_draws=DRAWS, allow_approximate=True)
     return root, bank, result, truth, bank_models, new_models
 
 
@@ -61,7 +61,11 @@ def test_bank_records_the_fit(setup):
     assert bank.model.config == result.config
     post = result.idata.posterior
     assert post.sizes["chain"] * post.sizes["draw"] == 600 and bank.n_draws == DRAWS
-    assert Bank.from_run(setup[0] / "bank").n_draws == min(BANK_DRAWS, 600)
+    # the short test bank did not pass the convergence check: refused unless allowed
+    with pytest.raises(InputError, match="not a converged NUTS posterior"):
+        Bank.from_run(setup[0] / "bank")
+    full = Bank.from_run(setup[0] / "bank", allow_approximate=True)
+    assert full.n_draws == min(BANK_DRAWS, 600) and "convergence check" in full.approximate
     assert bank.draws["b"].shape == (bank.n_draws, result.dataset.n_items)
     # the normalisation the fit applied: rebuilding z from raw rewards gives the stored z
     ds = bank.dataset
@@ -333,7 +337,7 @@ def test_score_command_writes_its_folder_or_nothing(setup, tmp_path):
     root, bank, *_ = setup
     out = tmp_path / "scored"
     runner = CliRunner()
-    args = ["--bank", str(root / "bank"), "--draws", str(DRAWS)]
+    args = ["--bank", str(root / "bank"), "--draws", str(DRAWS), "--allow-approximate"]
     res = runner.invoke(cli, ["score", str(root / "new_data"), *args, "--out", str(out)])
     assert res.exit_code == 0, res.output
     names = {p.name for p in out.iterdir()}
@@ -361,16 +365,18 @@ def test_compress_and_adaptive_commands(setup, tmp_path):
     runner = CliRunner()
     bank_dir = str(root / "bank")
     short = tmp_path / "short.csv"
-    res = runner.invoke(cli, ["compress", bank_dir, "--items", "20", "--out", str(short)])
+    res = runner.invoke(cli, ["compress", bank_dir, "--items", "20", "--allow-approximate",
+                              "--out", str(short)])  # fmt: skip
     assert res.exit_code == 0, res.output
     table = pd.read_csv(short)
     assert len(table) == 20 and list(table.columns) == [
-        "item", "source", "kind", "b_mean", "a_mean", "information", "weight",
+        "item", "source", "kind", "b_mean", "a_mean", "information", "weight", "approximate_bank",
     ]  # fmt: skip
     # scoring on the short form: only its items are used, accuracy still over all questions
     out = tmp_path / "scored"
     res = runner.invoke(cli, ["score", str(root / "new_data"), "--bank", bank_dir, "--draws",
-                              str(DRAWS), "--items", str(short), "--out", str(out)])  # fmt: skip
+                              str(DRAWS), "--items", str(short), "--allow-approximate",
+                              "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output
     acc = pd.read_csv(out / "accuracy.csv")
     n_static = int((table["kind"] == "static").sum())
@@ -378,7 +384,8 @@ def test_compress_and_adaptive_commands(setup, tmp_path):
     assert (acc.loc[acc["dataset"] == "all", "n_bank_items"] == 120).all()
     cat = tmp_path / "cat"
     res = runner.invoke(cli, ["adaptive", "--bank", bank_dir, "--data", str(root / "new_data"),
-                              "--target-se", "0.4", "--out", str(cat)])  # fmt: skip
+                              "--allow-approximate", "--target-se", "0.4",
+                              "--out", str(cat)])  # fmt: skip
     assert res.exit_code == 0, res.output
     names = {p.name for p in cat.iterdir()}
     assert {"adaptive.csv", "trace.csv", "random_adaptive.csv", "sd_by_items.png"} <= names
@@ -387,8 +394,8 @@ def test_compress_and_adaptive_commands(setup, tmp_path):
     # bad settings: one Error line, nothing written
     for args, text in (
         (["adaptive", "--bank", bank_dir, "--data", str(root / "new_data"), "--target-se", "0",
-          "--out", str(tmp_path / "bad")], "target_se"),
-        (["compress", bank_dir, "--items", "100000"], "n_items"),
+          "--allow-approximate", "--out", str(tmp_path / "bad")], "target_se"),
+        (["compress", bank_dir, "--items", "100000", "--allow-approximate"], "n_items"),
     ):  # fmt: skip
         res = runner.invoke(cli, args)
         assert res.exit_code == 1 and res.output.count("Error:") == 1, res.output

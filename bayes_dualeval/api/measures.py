@@ -14,22 +14,36 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.api.run import DEFAULT_CI
-from bayes_dualeval.api.summary import verdict
 
 
-def _bank(run, draws: int | None = None):
+def _bank(run, draws: int | None = None, allow_approximate: bool = False):
     from bayes_dualeval.api.devices import start
     from bayes_dualeval.measure.bank import BANK_DRAWS, Bank
 
     start("auto", 1)
-    return Bank.from_run(run.bank_folder(), max_draws=draws or BANK_DRAWS)
+    return Bank.from_run(
+        run.bank_folder(), max_draws=draws or BANK_DRAWS, allow_approximate=allow_approximate
+    )
 
 
-def _caveat(run) -> list[str]:
-    """The bank's convergence verdict, as a warning line when it did not converge."""
-    if run.converged is False:
-        return [f"the bank {verdict(False, 'nuts')}"]
-    return []
+def _where(run) -> str:
+    return str(run.folder) if run.folder is not None else "(the run in memory)"
+
+
+def _caveat(approximate: str) -> list[str]:
+    """The warning line every output of an approximate bank carries (none otherwise)."""
+    return [f"APPROXIMATE BANK, {approximate}: {APPROXIMATE_NOTE}"] if approximate else []
+
+
+#: What an output of an approximate bank says after the reason.
+APPROXIMATE_NOTE = "intervals and ranks may overstate what is known"
+
+
+def _mark(table: pd.DataFrame, approximate: str) -> pd.DataFrame:
+    """``table`` with the column ``approximate_bank`` (the reason) when the bank is approximate."""
+    if approximate:
+        table["approximate_bank"] = approximate
+    return table
 
 
 @dataclass
@@ -64,7 +78,8 @@ class Scores:
 
 
 def score(run, data, *, ci: float = DEFAULT_CI, seed: int = 0, draws: int | None = None,
-          rescore: bool = False, items=None) -> Scores:  # fmt: skip
+          rescore: bool = False, items=None,
+          allow_approximate: bool = False) -> Scores:  # fmt: skip
     """Score the models of ``data`` against ``run`` (its items stay fixed), without a refit.
 
     Parameters
@@ -83,10 +98,19 @@ def score(run, data, *, ci: float = DEFAULT_CI, seed: int = 0, draws: int | None
         Score models that are already in the bank.
     items : list of str, str or Path, optional
         Use only these bank items (a short form), or the ``item`` column of a CSV.
+    allow_approximate : bool
+        Score against a bank that is not a converged NUTS posterior (SVI, or NUTS that
+        failed its convergence check), which is refused otherwise; every output then says
+        so (``summary.json``'s ``approximate_bank``, a ``scores.csv`` column, a warning).
 
     Returns
     -------
     Scores
+
+    Raises
+    ------
+    InputError
+        A bank that is not a converged NUTS posterior, without ``allow_approximate``.
 
     Examples
     --------
@@ -99,8 +123,11 @@ def score(run, data, *, ci: float = DEFAULT_CI, seed: int = 0, draws: int | None
     if isinstance(items, (str, Path)):
         items = read_items(items)
     paths = [data] if isinstance(data, (str, Path)) else list(data)
-    result = score_models(_bank(run, draws), paths, ci=ci, seed=seed, rescore=rescore, items=items)
-    result.warnings = list(result.warnings) + _caveat(run)
+    bank = _bank(run, draws, allow_approximate)
+    result = score_models(bank, paths, ci=ci, seed=seed, rescore=rescore, items=items)
+    result.warnings = list(result.warnings) + _caveat(bank.approximate)
+    result.summary["approximate_bank"] = bank.approximate or None
+    _mark(result.scores, bank.approximate)
     return Scores(result.scores, result.accuracy, result.warnings, result)
 
 
@@ -127,7 +154,7 @@ class ShortForm:
 
 
 def compress(run, n: int, *, for_: str = "ranking", per_source: bool = False,
-             seed: int = 0) -> ShortForm:  # fmt: skip
+             seed: int = 0, allow_approximate: bool = False) -> ShortForm:  # fmt: skip
     """Choose ``n`` items of ``run`` for a short form, covering its sources.
 
     Parameters
@@ -142,6 +169,9 @@ def compress(run, n: int, *, for_: str = "ranking", per_source: bool = False,
         Keep ``n`` items in each source.
     seed : int
         Breaks ties (ranking) and starts the clustering (accuracy).
+    allow_approximate : bool
+        Use a bank that is not a converged NUTS posterior (refused otherwise); the table
+        then has the column ``approximate_bank``.
 
     Returns
     -------
@@ -154,8 +184,9 @@ def compress(run, n: int, *, for_: str = "ranking", per_source: bool = False,
     """
     from bayes_dualeval.measure.compress import compress as compress_bank
 
-    table = compress_bank(_bank(run), n, per_source=per_source, seed=seed, purpose=for_)
-    return ShortForm(table, _caveat(run))
+    bank = _bank(run, allow_approximate=allow_approximate)
+    table = compress_bank(bank, n, per_source=per_source, seed=seed, purpose=for_)
+    return ShortForm(_mark(table, bank.approximate), _caveat(bank.approximate))
 
 
 @dataclass
@@ -191,7 +222,8 @@ class AdaptiveTest:
 
 
 def adaptive(run, oracle_data, *, select: str = "fisher", target_se: float = 0.3,
-             max_items: int = 50, exposure: int = 1, seed: int = 0) -> AdaptiveTest:  # fmt: skip
+             max_items: int = 50, exposure: int = 1, seed: int = 0,
+             allow_approximate: bool = False) -> AdaptiveTest:  # fmt: skip
     """Ask each model of ``oracle_data`` the run's items one at a time until its sd is small.
 
     Parameters
@@ -209,6 +241,9 @@ def adaptive(run, oracle_data, *, select: str = "fisher", target_se: float = 0.3
         Choose at random among the ``exposure`` best items.
     seed : int
         Seed of random choices.
+    allow_approximate : bool
+        Use a bank that is not a converged NUTS posterior (refused otherwise); the tables
+        then have the column ``approximate_bank``.
 
     Returns
     -------
@@ -217,7 +252,7 @@ def adaptive(run, oracle_data, *, select: str = "fisher", target_se: float = 0.3
     from bayes_dualeval.measure.adaptive import adaptive as run_adaptive
     from bayes_dualeval.measure.bank import responses
 
-    bank = _bank(run)
+    bank = _bank(run, allow_approximate=allow_approximate)
     paths = [oracle_data] if isinstance(oracle_data, (str, Path)) else list(oracle_data)
     oracle = responses(paths, bank, rescore=True)
     options = {"target_se": target_se, "max_items": max_items, "seed": seed}
@@ -225,7 +260,11 @@ def adaptive(run, oracle_data, *, select: str = "fisher", target_se: float = 0.3
     baseline = None
     if select != "random":
         baseline = run_adaptive(bank, oracle, select="random", **options)
-    return AdaptiveTest(result.summary, result.trace, baseline, select, result, _caveat(run))
+        _mark(baseline.summary, bank.approximate)
+    _mark(result.summary, bank.approximate)
+    return AdaptiveTest(
+        result.summary, result.trace, baseline, select, result, _caveat(bank.approximate)
+    )
 
 
 @dataclass
@@ -254,7 +293,7 @@ class Predictions:
 
 
 def predict(run, models=None, items=None, *, cells: pd.DataFrame | None = None,
-            ci: float = DEFAULT_CI) -> Predictions:  # fmt: skip
+            ci: float = DEFAULT_CI, allow_approximate: bool = False) -> Predictions:  # fmt: skip
     """Predict model-item pairs of ``run``, answered or not, with intervals.
 
     Parameters
@@ -266,6 +305,9 @@ def predict(run, models=None, items=None, *, cells: pd.DataFrame | None = None,
         Instead: the cells, columns ``model, item`` (and ``opponent`` for arena prompts).
     ci : float
         Interval level.
+    allow_approximate : bool
+        Predict from a run that is not a converged NUTS posterior (refused otherwise); the
+        table then has the column ``approximate_bank``.
 
     Returns
     -------
@@ -277,10 +319,12 @@ def predict(run, models=None, items=None, *, cells: pd.DataFrame | None = None,
     >>> run.predict(["gpt-4o"], ["bench::math_bench_3"]).table  # doctest: +SKIP
     """
     from bayes_dualeval.core.errors import InputError
+    from bayes_dualeval.measure.approximate import check_posterior
     from bayes_dualeval.runs import predict as pr
 
     if cells is not None and (models is not None or items is not None):
         raise InputError("give either cells or models/items, not both")
+    approximate = check_posterior(_where(run), run.result.diagnostics, allow_approximate)
     fitted = pr.fitted_run(run.result)
     if cells is None:
         ds = fitted.dataset
@@ -289,11 +333,12 @@ def predict(run, models=None, items=None, *, cells: pd.DataFrame | None = None,
         cells = pd.DataFrame(
             {"model": np.repeat(models, len(items)), "item": np.tile(items, len(models))}
         )
-    return Predictions(pr.predict(fitted, cells, ci=ci), warnings=_caveat(run))
+    table = _mark(pr.predict(fitted, cells, ci=ci), approximate)
+    return Predictions(table, warnings=_caveat(approximate))
 
 
 def route(run, models=None, items=None, *, cost=None, cost_weight: float = 1.0,
-          ci: float = DEFAULT_CI) -> Predictions:  # fmt: skip
+          ci: float = DEFAULT_CI, allow_approximate: bool = False) -> Predictions:  # fmt: skip
     """For each item, the model most likely to succeed (net of cost) and P(it is the best).
 
     Parameters
@@ -307,18 +352,24 @@ def route(run, models=None, items=None, *, cost=None, cost_weight: float = 1.0,
         Success probability one unit of cost is worth.
     ci : float
         Interval level.
+    allow_approximate : bool
+        Route with a run that is not a converged NUTS posterior (refused otherwise); the
+        table then has the column ``approximate_bank``.
 
     Returns
     -------
     Predictions
         ``routing.csv`` and the summary (``routed``, ``best_single``, ``oracle``...).
     """
+    from bayes_dualeval.measure.approximate import check_posterior
     from bayes_dualeval.runs import predict as pr
 
+    approximate = check_posterior(_where(run), run.result.diagnostics, allow_approximate)
     fitted = pr.fitted_run(run.result)
     ds = fitted.dataset
     m = pr.indices(list(ds.models) if models is None else list(models), ds.models, "model")
     q = pr.indices(list(ds.items) if items is None else list(items), ds.items, "item")
     costs = None if cost is None else np.asarray(cost, float)
     table, summary = pr.route(fitted, m, q, cost=costs, cost_weight=cost_weight, ci=ci)
-    return Predictions(table, summary, _caveat(run))
+    summary["approximate_bank"] = approximate or None
+    return Predictions(_mark(table, approximate), summary, _caveat(approximate))

@@ -3,7 +3,8 @@
 A pass over one kind of data (:mod:`~bayes_dualeval.checks.static`,
 :mod:`~bayes_dualeval.checks.arena`, :mod:`~bayes_dualeval.checks.reward`) gives a
 :class:`Cells` aligned with the dataset's cells; :func:`cell_table` ranks the cells of all
-kinds, most surprising first, with Benjamini-Yekutieli q-values over the whole table.
+kinds, most surprising first, with Benjamini-Yekutieli q-values over the cells that can be
+discoveries at all (:func:`attainable_qvalues`).
 
 Every cell has two one-sided posterior predictive p-values: ``p_value``, the probability of
 a replicated outcome at least as good as the observed one (a surprising success: the
@@ -43,6 +44,9 @@ class Cells:
     p_value: np.ndarray  # P(rep >= observed): one-sided, a surprising success
     p_lower: np.ndarray  # P(rep <= observed): one-sided, a surprising failure
     used: np.ndarray  # cells that enter the table (bool)
+    #: The smallest ``p_value`` the cell could attain (its most surprising outcome), None
+    #: where every cell can reach any level (arena tails, from a continuous approximation)
+    p_min: np.ndarray | None = None
 
 
 def segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,8 +66,8 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
 
     Rows are sorted by ascending ``p_value`` (one-sided: better than predicted), then
     descending signed ``residual``; ``q_value`` is the Benjamini-Yekutieli adjustment
-    (:func:`~bayes_dualeval.checks.fdr.by_qvalues`) of ``p_value`` over every row, static
-    and arena together.
+    (:func:`~bayes_dualeval.checks.fdr.by_qvalues`) of ``p_value`` over the rows, static
+    and arena together, that could reach :data:`FLAG_Q` (:func:`attainable_qvalues`).
 
     Parameters
     ----------
@@ -91,6 +95,12 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
         )
 
     p_value = np.clip(cat("p_value"), 0.0, 1.0)
+    p_min = np.concatenate(
+        [
+            np.zeros(int(k.sum())) if c.p_min is None else c.p_min[k]
+            for c, k in zip(parts.values(), used, strict=True)
+        ]
+    )
     residual = cat("residual")
     order = np.lexsort((-residual, p_value))
     model, item = cat("model")[order], cat("item")[order]
@@ -107,10 +117,41 @@ def cell_table(models: np.ndarray, items: np.ndarray, parts: dict) -> tuple[pd.D
             "residual": residual[order],
             "p_value": p_value[order],
             "p_lower": np.clip(cat("p_lower"), 0.0, 1.0)[order],
-            "q_value": by_qvalues(p_value[order]),
+            "q_value": attainable_qvalues(p_value[order], p_min[order]),
         }
     )
     return table, (model, item)
+
+
+def attainable_qvalues(p_value: np.ndarray, p_min: np.ndarray, level: float = FLAG_Q):
+    """Benjamini-Yekutieli q-values over the cells that can reach ``level``; 1 elsewhere.
+
+    A static cell's ``p_value`` is discrete: a failure's is 1, and a success's is the
+    predicted success probability, so a cell the model expects to succeed more often than
+    ``level`` cannot reach ``p_value <= level`` whatever it shows (its smallest attainable
+    value, ``p_min``, is above ``level``). Such tests can never be discoveries, and counted
+    in the family they only dilute it: its size ``m`` multiplies every q-value. Following
+    Tarone (1990), applied to the false discovery rate as by Gilbert (2005), the family is
+    the cells whose smallest attainable p-value is at most ``level`` (decided by the model's
+    prediction, not by the outcome observed); the others get q-value 1. A q-value below
+    ``level`` keeps its meaning (the family is smaller still at a lower level, so smaller
+    thresholds are conservative).
+
+    Parameters
+    ----------
+    p_value, p_min : numpy.ndarray of float
+        Each cell's p-value and the smallest it could attain (0: any).
+    level : float
+        The level the family is chosen for (:data:`FLAG_Q`).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+    """
+    q = np.ones(len(p_value))
+    family = np.asarray(p_min) <= level
+    q[family] = by_qvalues(np.asarray(p_value)[family])
+    return q
 
 
 def misfit_table(cells: pd.DataFrame, codes: np.ndarray, labels: dict) -> pd.DataFrame:

@@ -61,6 +61,7 @@ def count_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | Non
     mean_p = np.zeros(n_cells)
     upper = np.zeros(n_cells)
     lower = np.zeros(n_cells)
+    top = np.zeros(n_cells)  # P(k_rep = n): the smallest p_value a cell could attain
     greater = np.zeros(len(ds.static_items))
     equal = np.zeros(len(ds.static_items))
     hist = np.zeros((len(ds.static_items), width), dtype=np.int64)
@@ -74,6 +75,7 @@ def count_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | Non
             mean_p += q.sum(axis=0)
             upper += stats.binom.sf(k - 1, n, q).sum(axis=0)
             lower += stats.binom.cdf(k, n, q).sum(axis=0)
+            top += (q**n).sum(axis=0)
         if rng is not None:
             k_rep = rng.binomial(n.astype(np.int64), p).astype(np.float64)
             d_obs = -2.0 * _item_sums(stats.binom.logpmf(k, n, p), col, len(ds.static_items))
@@ -97,6 +99,7 @@ def count_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | Non
         p_value=np.minimum(upper / n_first, 1.0),
         p_lower=np.minimum(lower / n_first, 1.0),
         used=np.ones(n_cells, dtype=bool),
+        p_min=np.minimum(top / n_first, 1.0),
     )
     if rng is None:
         return {"cells": cells, "mean_p": mean_p, "n_draws": n_first}

@@ -151,6 +151,7 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
         p_value=np.where(y_obs > 0, np.minimum(mean_obs, 1.0), 1.0),
         p_lower=np.where(y_obs > 0, 1.0, np.minimum(mean_obs, 1.0)),
         used=np.ones(n_cells, dtype=bool),
+        p_min=mean_p,  # a success's p_value: the predicted success probability
     )
     if rng is None:
         return StaticPass(cells=cells, mean_p=mean_p, n_draws=n_first)

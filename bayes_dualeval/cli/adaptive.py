@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+from bayes_dualeval.cli.shared import CONTEXT, allow_approximate_option, clean_errors
 
 
 @click.command(context_settings=CONTEXT)
@@ -32,8 +32,9 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors
     "--out", required=True, type=click.Path(path_type=str),
     help="Folder to write (must not exist or be empty).",
 )  # fmt: skip
+@allow_approximate_option
 @clean_errors
-def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
+def adaptive(bank, data, select, target_se, max_items, exposure, seed, out, allow_approximate):
     """Ask each model of --data the bank's items one at a time until its sd is small.
 
     The answers come from the model's responses in --data (static labels, and arena
@@ -55,7 +56,7 @@ def adaptive(bank, data, select, target_se, max_items, exposure, seed, out):
 
     test = api.open(bank).adaptive(
         list(data), select=select, target_se=target_se, max_items=max_items,
-        exposure=exposure, seed=seed,
+        exposure=exposure, seed=seed, allow_approximate=allow_approximate,
     )  # fmt: skip
     path = test.save(out)
     result, baseline = test.result, test.baseline

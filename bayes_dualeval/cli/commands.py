@@ -1,7 +1,7 @@
 """The ``bayes-dualeval`` command line: a thin click layer over the library.
 
 One module per command (:mod:`~bayes_dualeval.cli.check`, ``simulate``, ``fit``,
-``report``, ``compare``, ``predict``, ``score``, ``compress``, ``adaptive``, ``models``);
+``report``, ``compare``, ``predict``, ``score``, ``compress``, ``adaptive``, ``sbc``, ``models``);
 :mod:`~bayes_dualeval.cli.shared` turns library errors into one clean line, and
 :mod:`~bayes_dualeval.cli.options` makes options from the settings dataclasses. JAX is
 only imported by the commands that need it, after the host device count is set.
@@ -20,6 +20,7 @@ from bayes_dualeval.cli.fit import fit
 from bayes_dualeval.cli.models import models
 from bayes_dualeval.cli.predict import predict
 from bayes_dualeval.cli.report import report
+from bayes_dualeval.cli.sbc import sbc
 from bayes_dualeval.cli.score import score
 from bayes_dualeval.cli.shared import CONTEXT
 from bayes_dualeval.cli.simulate import simulate
@@ -49,6 +50,7 @@ for _command in (
     score,
     compress,
     adaptive,
+    sbc,
     models,
 ):
     cli.add_command(_command)

@@ -30,6 +30,8 @@ def format_table(table) -> str:
             f"preferred: {choice} (the fewest effective parameters, p_loo, among the runs "
             f"whose elpd_diff is at most {CLEAR_DIFF:g} or {CLEAR_DSE:g} dse)"
         )
+        if "dse_note" in table.attrs:
+            lines.append(f"note: {table.attrs['dse_note']}")
     else:
         lines.append(f"preferred: {choice} (the only run)")
     lines += [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+from bayes_dualeval.cli.shared import CONTEXT, allow_approximate_option, clean_errors
 
 
 @click.command(context_settings=CONTEXT)
@@ -25,8 +25,9 @@ from bayes_dualeval.cli.shared import CONTEXT, clean_errors
     "--seed", type=int, default=0, show_default=True,
     help="Breaks ties (ranking) and starts the clustering (accuracy).",
 )  # fmt: skip
+@allow_approximate_option
 @clean_errors
-def compress(run_dir, n_items, per_source, purpose, out, seed):
+def compress(run_dir, n_items, per_source, purpose, out, seed, allow_approximate):
     """Choose N items of the run RUN_DIR for a short form, covering its sources.
 
     For ranking (the default), the most informative items: each item's Fisher information
@@ -48,7 +49,10 @@ def compress(run_dir, n_items, per_source, purpose, out, seed):
 
     from bayes_dualeval import api
 
-    short = api.open(run_dir).compress(n_items, for_=purpose, per_source=per_source, seed=seed)
+    short = api.open(run_dir).compress(
+        n_items, for_=purpose, per_source=per_source, seed=seed,
+        allow_approximate=allow_approximate,
+    )  # fmt: skip
     for text in short.warnings:
         click.secho(f"warning: {text}", err=True, fg="red")
     if out is None:

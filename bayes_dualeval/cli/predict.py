@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from bayes_dualeval.api.run import DEFAULT_CI
-from bayes_dualeval.cli.shared import CONTEXT, clean_errors
+from bayes_dualeval.cli.shared import CONTEXT, allow_approximate_option, clean_errors
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -95,8 +95,11 @@ def _costs(path: str, models) -> list[float]:
     default=None,
     help="CSV to write [RUN_DIR/predictions.csv, or RUN_DIR/routing.csv with --route].",
 )
+@allow_approximate_option
 @clean_errors
-def predict(run_dir, cells, model_list, item_list, route, cost, cost_weight, ci, out):
+def predict(
+    run_dir, cells, model_list, item_list, route, cost, cost_weight, ci, out, allow_approximate
+):
     """Predict any model-item pair of RUN_DIR, answered or not, with intervals.
 
     Static questions: P(correct); arena prompts: P(model beats opponent), for each other
@@ -131,7 +134,10 @@ def predict(run_dir, cells, model_list, item_list, route, cost, cost_weight, ci,
         costs = None
         if cost is not None:
             costs = _costs(cost, models or list(run.dataset.models))
-        routed = run.route(models, items, cost=costs, cost_weight=cost_weight, ci=ci)
+        routed = run.route(
+            models, items, cost=costs, cost_weight=cost_weight, ci=ci,
+            allow_approximate=allow_approximate,
+        )  # fmt: skip
         summary = routed.summary
         target = routed.save(Path(out) if out else Path(run_dir) / "routing.csv")
         click.echo(
@@ -149,7 +155,9 @@ def predict(run_dir, cells, model_list, item_list, route, cost, cost_weight, ci,
         wanted = None
         if cells is not None:
             wanted = read_table(cells, ("model", "item"), "the cells file")
-        predicted = run.predict(models, items, cells=wanted, ci=ci)
+        predicted = run.predict(
+            models, items, cells=wanted, ci=ci, allow_approximate=allow_approximate
+        )
         table = predicted.table
         target = predicted.save(Path(out) if out else Path(run_dir) / "predictions.csv")
         seen = int(table["observed"].notna().sum())

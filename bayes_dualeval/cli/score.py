@@ -5,7 +5,12 @@ from __future__ import annotations
 import click
 
 from bayes_dualeval.api.run import DEFAULT_CI
-from bayes_dualeval.cli.shared import CONTEXT, clean_errors, data_argument
+from bayes_dualeval.cli.shared import (
+    CONTEXT,
+    allow_approximate_option,
+    clean_errors,
+    data_argument,
+)
 from bayes_dualeval.measure.bank import BANK_DRAWS
 
 
@@ -34,8 +39,9 @@ from bayes_dualeval.measure.bank import BANK_DRAWS
     default=None, help="Use only the items of this CSV (its `item` column: a short form "
     "from `bayes-dualeval compress`).",
 )  # fmt: skip
+@allow_approximate_option
 @clean_errors
-def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
+def score(data, bank, out, ci, seed, max_draws, rescore, items_file, allow_approximate):
     """Score the models of DATA against the calibrated run BANK (its items stay fixed).
 
     Each new model's ability posterior is computed on a grid for every posterior draw of
@@ -56,7 +62,13 @@ def score(data, bank, out, ci, seed, max_draws, rescore, items_file):
     from bayes_dualeval import api
 
     scored = api.open(bank).score(
-        list(data), ci=ci, seed=seed, draws=max_draws, rescore=rescore, items=items_file
+        list(data),
+        ci=ci,
+        seed=seed,
+        draws=max_draws,
+        rescore=rescore,
+        items=items_file,
+        allow_approximate=allow_approximate,
     )
     path = scored.save(out)
     result = scored.result

@@ -33,6 +33,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 #: ``device`` (``fit``), ``rescore`` (``score``).
 COMMAND_FLAGS = {
     "out": "--out", "force": "--force", "device": "--device", "rescore": "--rescore",
+    "allow_approximate": "--allow-approximate",
 }  # fmt: skip
 
 #: A reference to a setting as :func:`bayes_dualeval.core.fields.setting` writes it: the
@@ -237,6 +238,13 @@ def anomalies_option(*, default, section: str = "Options", note: str = ""):
         help=ANOMALIES_HELP + note,
     )
 
+
+allow_approximate_option = click.option(
+    "--allow-approximate",
+    is_flag=True,
+    help="Use a bank that is not a converged NUTS posterior (SVI, or NUTS that failed its "
+    "convergence check), refused otherwise; every output then says so.",
+)
 
 fit_anomalies_option = anomalies_option(default=str(ANOMALY_TOP), section="Run")
 report_anomalies_option = anomalies_option(default=None, note="  [default: the run's]")

@@ -23,6 +23,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from bayes_dualeval.core.errors import PerformanceWarning
+from bayes_dualeval.inference import drivers
 from bayes_dualeval.inference.buckets import padded
 from bayes_dualeval.inference.chains import (
     CompiledInitNUTS,
@@ -181,7 +182,7 @@ def run_nuts(
             # gradient: the chains' program then needs no search for valid starts
             dense = global_sites(config, inputs)
             metric, init = pilot(inputs, config, dense, settings.seed, settings.chains)
-        mcmc = make_mcmc(inputs, config, current, metric)
+        mcmc = _first_driver(inputs, config, current, metric)
         key, draws = jax.random.PRNGKey(settings.seed), None
         chunks, progress = 1, {}  # runs of the driver per round; what a round has drawn
         logger.info(
@@ -263,6 +264,15 @@ def run_nuts(
         **layouts_read(inputs),
     )
     return draws
+
+
+def _first_driver(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, metric):
+    """The first round's driver: a shared one within :func:`~.drivers.shared_drivers`, else new."""
+    if metric is not None:
+        return make_mcmc(inputs, config, settings, metric)
+    return drivers.driver(
+        (config, replace(settings, seed=0)), inputs, lambda: make_mcmc(inputs, config, settings)
+    )
 
 
 def continuation_draws(verdict, draws: int) -> int:
@@ -366,7 +376,8 @@ def _one_round(
                 total = chunks * mcmc.num_samples
                 progress["draws"] = f"{(k + 1) * mcmc.num_samples} of {total} draws"
     finally:
-        release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
+        if not drivers.is_shared(mcmc):
+            release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
         if progress is not None:
             progress.pop("draws", None)
     if chunks == 1:

@@ -27,6 +27,7 @@ from bayes_dualeval.core.fields import setting
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.cells import arena_cells, static_cells
 from bayes_dualeval.data.readers import read_paths
+from bayes_dualeval.measure.approximate import check_posterior
 from bayes_dualeval.measure.judged import ResponseFacets, align
 from bayes_dualeval.model import links
 from bayes_dualeval.model.facets import ArenaFacets, arena_facets
@@ -78,16 +79,30 @@ class Bank:
     tie_threshold: float
     bb_threshold: float
     facets: ArenaFacets | None = None
+    approximate: str = ""
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, *, max_draws: int = BANK_DRAWS) -> Bank:
+    def from_run(
+        cls, run_dir: str | Path, *, max_draws: int = BANK_DRAWS, allow_approximate: bool = False
+    ) -> Bank:
         """Read a run folder as a bank.
+
+        Parameters
+        ----------
+        run_dir : str or Path
+        max_draws : int
+            Posterior draws kept (evenly spaced).
+        allow_approximate : bool
+            Accept a bank that is not a converged NUTS posterior
+            (:func:`~bayes_dualeval.measure.approximate.approximation`);
+            its reason is then kept in :attr:`approximate`, which every output repeats.
 
         Raises
         ------
         InputError
             When the folder is missing or not a readable run, was written by another
-            version of bayes-dualeval, holds a point estimate instead of posterior draws
+            version of bayes-dualeval, is not a converged NUTS posterior (unless
+            ``allow_approximate``), holds a point estimate instead of posterior draws
             (a MAP run), or its posterior lacks a site its specification's likelihood
             reads.
         """
@@ -128,8 +143,10 @@ class Bank:
         if n_draws < 2:
             raise InputError(
                 f"bank {run_dir} holds a point estimate ({_sampler(diagnostics)}), not "
-                "posterior draws: fit the bank with the nuts or svi sampler"
+                "posterior draws: fit the bank with the nuts sampler"
             )
+        # what the bank cannot be used for at all is said first; this may be allowed
+        approximate = check_posterior(run_dir, diagnostics, allow_approximate)
         keep = evenly_spaced(n_draws, max_draws)
         draws = {}
         arena = model.arena if len(dataset.arena_z) else None
@@ -167,6 +184,7 @@ class Bank:
             tie_threshold=float(pairs.tie_threshold) if pairs is not None else -np.inf,
             bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
             facets=facets,
+            approximate=approximate,
         )
 
     def refuse_facets(self, job: str) -> None:

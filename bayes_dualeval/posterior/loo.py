@@ -43,6 +43,13 @@ COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_
 CLEAR_DIFF = 4.0
 #: ... and this many standard errors of the difference (``dse``).
 CLEAR_DSE = 2.0
+#: What a reader of ``dse`` must know (``attrs["dse_note"]`` of the table; ``compare`` prints it).
+DSE_NOTE = (
+    "dse treats the left-out units as independent, but they form a crossed models x items "
+    "design (the units of one model share its ability, those of one item its parameters), "
+    "so it can understate the uncertainty of elpd_diff: read a difference within a few dse "
+    "as a tie"
+)
 #: Pareto k above which a left-out unit's PSIS estimate is unreliable (``n_bad_k``).
 BAD_K = 0.7
 #: Fewest draws a posterior needs for PSIS-LOO (a point fit has one).
@@ -287,7 +294,9 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
     out["preferred"] = out["run"] == preferred(out)
     first = next(iter(posteriors))
     kinds = pointwise_sizes(posteriors[first])
-    out.attrs.update(unit=units[first], weight=dict(table["weight"].astype(float)), **kinds)
+    out.attrs.update(
+        unit=units[first], weight=dict(table["weight"].astype(float)), dse_note=DSE_NOTE, **kinds
+    )
     return out
 
 

@@ -1,0 +1,17 @@
+"""Simulation-based calibration (SBC): do the fits recover the model's own prior draws.
+
+* :mod:`~bayes_dualeval.sbc.generate`: the fixed design and the data drawn from the
+  specification's prior predictive (the NumPyro model itself), or from a perturbed
+  generator that is not the model;
+* :mod:`~bayes_dualeval.sbc.quantities`: the ranked quantities and the ranks of the truth;
+* :mod:`~bayes_dualeval.sbc.ecdf`: ECDF differences and their simultaneous bands
+  (Säilynoja et al. 2022);
+* :mod:`~bayes_dualeval.sbc.study`: :func:`sbc`, the loop and its result;
+* :mod:`~bayes_dualeval.sbc.plot`: ``sbc.png``.
+"""
+
+from bayes_dualeval.sbc.ecdf import Band, band
+from bayes_dualeval.sbc.generate import prior_predictive
+from bayes_dualeval.sbc.study import SBCResult, sbc
+
+__all__ = ["Band", "SBCResult", "band", "prior_predictive", "sbc"]

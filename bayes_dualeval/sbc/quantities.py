@@ -1,0 +1,108 @@
+r"""The quantities a simulation-based calibration ranks, and the ranks of the truth.
+
+Each quantity is a function of the parameters (and the data), applied alike to the truth
+and to every posterior draw, so its rank is uniform when the fits are calibrated:
+
+* ``theta_best``, ``theta_worst``: the largest and smallest centred ability
+  (:math:`\theta_i - \bar\theta`), whichever model holds it in that draw;
+* ``theta_centred[0]``, ``theta_centred[1]``: two models' centred abilities, and their
+  contrast ``theta_contrast[0-1]``;
+* ``b_rel[0]``, ``b_rel[1]``: two items' difficulties relative to the models' mean ability
+  (the likelihood's identified location), ``log_a[0]``, ``log_a[1]`` their log
+  discriminations (2PL and above);
+* ``sigma_b``, ``sigma_log_a``: the item spreads of the first item group (hierarchical
+  item prior); ``mu_c`` the guessing level, ``mu_d`` the ceiling level (3PL, 4PL);
+  ``gamma`` where the arena term is fitted;
+* ``loglik``: the joint log likelihood of the simulated data (Modrák et al. 2023: a test
+  quantity that depends on the data too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Items and models whose parameters are ranked one by one.
+FIRST = (0, 1)
+
+
+def quantities(values: dict, loglik: np.ndarray) -> dict:
+    """The ranked quantities of a set of parameter values, with a leading draw axis.
+
+    Parameters
+    ----------
+    values : dict of str to numpy.ndarray
+        Sites with a leading axis of draws (``theta`` (n, M), ``b``, ``a`` (n, Q), and the
+        group-level sites (n, G) where the model has them).
+    loglik : numpy.ndarray, shape (n,)
+        The joint log likelihood of the data at each draw.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray, each of shape (n,)
+        In a fixed order; sites the model lacks are left out.
+    """
+    theta = np.asarray(values["theta"])
+    centred = theta - theta.mean(axis=-1, keepdims=True)
+    out = {"theta_best": centred.max(axis=-1), "theta_worst": centred.min(axis=-1)}
+    for k in FIRST:
+        out[f"theta_centred[{k}]"] = centred[:, k]
+    out["theta_contrast[0-1]"] = theta[:, 0] - theta[:, 1]
+    b_rel = np.asarray(values["b"]) - theta.mean(axis=-1, keepdims=True)
+    for k in FIRST:
+        out[f"b_rel[{k}]"] = b_rel[:, k]
+    if values.get("a") is not None:
+        log_a = np.log(np.asarray(values["a"]))
+        for k in FIRST:
+            out[f"log_a[{k}]"] = log_a[:, k]
+    for name in ("sigma_b", "sigma_log_a", "mu_c", "mu_d"):
+        if name in values:
+            out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
+    if "gamma" in values:
+        out["gamma"] = np.asarray(values["gamma"]).reshape(theta.shape[0], -1)[:, 0]
+    out["loglik"] = np.asarray(loglik)
+    return out
+
+
+def ranks(truth: dict, draws: dict, rng: np.random.Generator) -> dict:
+    """The rank of each true quantity among its draws: draws below it, ties split at random.
+
+    Parameters
+    ----------
+    truth : dict of str to numpy.ndarray of shape (1,)
+    draws : dict of str to numpy.ndarray of shape (L,)
+    rng : numpy.random.Generator
+        Breaks ties (a quantity the data pin down exactly, or one the draws repeat).
+
+    Returns
+    -------
+    dict of str to int
+        Each in ``0, ..., L``.
+    """
+    out = {}
+    for name, value in truth.items():
+        d = np.asarray(draws[name])
+        below = int(np.sum(d < value[0]))
+        ties = int(np.sum(d == value[0]))
+        out[name] = below + int(rng.integers(0, ties + 1))
+    return out
+
+
+def joint_loglik(model, values: dict, inputs) -> np.ndarray:
+    """The static log likelihood of ``inputs``' labels at each draw of ``values``, shape (n,).
+
+    Parameters
+    ----------
+    model : bayes_dualeval.model.spec.DualEvalModel
+        Says which sites the link reads (:meth:`~DualEvalModel.static_loglik`).
+    values : dict of str to numpy.ndarray
+        Sites with a leading draw axis.
+    inputs : bayes_dualeval.model.inputs.ModelInputs
+        The fitted data.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    names = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d")
+    arrays = {k: jnp.asarray(values[k]) for k in names if values.get(k) is not None}
+    per_draw = jax.vmap(lambda v: jnp.sum(model.static_loglik(v, inputs)))
+    return np.asarray(per_draw(arrays), dtype=np.float64)
