@@ -52,7 +52,7 @@ def judged_bank(tmp_path_factory):
         settings = SamplerSettings(sampler="svi", draws=400, seed=2)
         result = fit(ds, ModelConfig(), settings)
     write_run(result, root / "bank")
-    bank = Bank.from_run(root / "bank", max_draws=200)
+    bank = Bank.from_run(root / "bank", max_draws=200, allow_approximate=True)
     return root, bank, truth, names
 
 
@@ -141,3 +141,15 @@ def test_a_judge_the_bank_does_not_have_is_refused_in_one_line(judged_bank, tmp_
     rows.to_json(folder / "new.jsonl", orient="records", lines=True)
     with pytest.raises(InputError, match="length"):
         responses(tmp_path, bank)
+
+
+def test_short_forms_and_adaptive_tests_refuse_a_bank_with_judges(judged_bank):
+    from bayes_dualeval.measure.adaptive import adaptive
+    from bayes_dualeval.measure.compress import compress
+
+    root, bank, *_ = judged_bank
+    with pytest.raises(InputError, match="3 judges") as err:
+        compress(bank, 5)
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match="3 judges"):
+        adaptive(bank, responses(root / "new_data", bank))

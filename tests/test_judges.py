@@ -206,10 +206,3 @@ def test_judges_tables_find_the_self_preference(judged_run):
     assert (own["n_rows"] == 4 * 80).all()
     diagnostics = json.loads((out / "diagnostics.json").read_text())
     assert set(diagnostics["data"]["judges"]) == {"judge-a", "judge-b", "judge-c"}
-
-
-def test_measurement_refuses_a_bank_with_judges_in_one_line(judged_run, tmp_path):
-    runs, _ = judged_run
-    r = CliRunner().invoke(cli, ["compress", str(runs["style"]), "--items", "5"])
-    assert r.exit_code == 1 and r.output.startswith("Error:")
-    assert "3 judges" in r.output and "Traceback" not in r.output
