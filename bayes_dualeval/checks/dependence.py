@@ -1,0 +1,320 @@
+r"""Local dependence: Yen's Q3 over the question pairs of each benchmark.
+
+The model treats a model's answers to two questions as independent given its ability.
+Questions that share a stem, a template or a multi-turn context answer together, which the
+model reads as more evidence than there is. Yen's (1984) Q3 is the correlation, across
+models, of two questions' residuals :math:`d_{iq} = k_{iq} / n_{iq} - \bar p_{iq}`
+(:math:`\bar p` the posterior mean success probability; pairwise complete where cells are
+missing). Q3 has a negative bias of about :math:`-1/(Q - 1)` from the abilities being
+estimated from the same answers, so each pair is read relative to its benchmark:
+:math:`Q_3^* = Q_3 - \overline{Q_3}` (Christensen, Makransky and Horton 2017).
+
+Whether a pair's :math:`Q_3^*` is large depends on the number of models and on the two
+questions' difficulties (two hard questions passed by the same few strong models
+correlate strongly under the model). The reference is therefore the model's own:
+:data:`REPLICATES` label sets drawn from :math:`\bar p` give each pair's mean and sd of
+:math:`Q_3^*` under independence, ``z`` the observed value's distance from them and
+``p_value`` its normal upper tail. ``q_value`` adjusts the p-values of a benchmark's pairs
+by Benjamini-Yekutieli; a pair is ``flagged`` when ``q_value`` is below
+:data:`DEPENDENCE_Q` and :math:`Q_3^*` above :data:`Q3_EFFECT`. Flagged pairs are joined
+into clusters (connected components), which a
+:class:`~bayes_dualeval.core.errors.DataWarning` names.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy.sparse import coo_array
+from scipy.sparse.csgraph import connected_components
+
+from bayes_dualeval.checks.options import CheckOptions
+from bayes_dualeval.checks.passes import Checks
+from bayes_dualeval.core.errors import DataWarning
+
+#: Label sets replicated from the posterior mean probabilities for the reference of Q3.
+REPLICATES = 100
+#: A scan set is flagged when the share of replicates whose largest scan score reaches
+#: its score is below this (a family-wise level over the benchmark's questions).
+DEPENDENCE_ALPHA = 0.05
+#: Questions in each set of the scan.
+SCAN_SIZE = 4
+#: Benchmarks with more questions (with signal) than this are not checked (the pairs grow
+#: as the square).
+MAX_ITEMS = 3000
+#: Fewest models answering both questions of a pair.
+MIN_MODELS = 10
+#: Rows of ``dependence.csv``: every flagged pair and at most this many others, strongest
+#: first.
+TOP_PAIRS = 100
+
+COLUMNS = ["source", "item_1", "item_2", "q3", "q3_star", "z", "models", "flagged",
+           "cluster", "cluster_p"]  # fmt: skip
+
+
+def q3_matrix(resid: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairwise-complete correlations of the columns of ``resid`` (M, Q) where ``mask``.
+
+    Returns the (Q, Q) correlations (NaN where undefined) and the models behind each.
+    """
+    w = mask.astype(np.float64)
+    x = np.where(mask, resid, 0.0)
+    count = w.T @ w
+    if mask.all():
+        z = x - x.mean(axis=0)
+        norm = np.sqrt((z * z).sum(axis=0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (z.T @ z) / np.outer(norm, norm), count
+    sx = x.T @ w  # sum of column q's residuals over the models that answered r
+    sxx = (x * x).T @ w
+    sxy = x.T @ x
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cov = count * sxy - sx * sx.T
+        var = (count * sxx - sx * sx) * (count * sxx - sx * sx).T
+        return cov / np.sqrt(var), count
+
+
+def _centred(q3: np.ndarray) -> np.ndarray:
+    """Q3 minus its mean over the benchmark's pairs, with a zero diagonal (Q, Q)."""
+    out = q3 - np.nanmean(q3[np.triu_indices(len(q3), 1)])
+    np.fill_diagonal(out, 0.0)
+    return np.nan_to_num(out)
+
+
+def _replicates(rng_state, resid_shape, mask, expected, answers):
+    """The :data:`REPLICATES` centred Q3 matrices of labels drawn from ``expected``."""
+    rng = np.random.default_rng(rng_state)
+    n = answers.astype(np.int64)
+    share = np.divide(1.0, answers, out=np.zeros(resid_shape), where=mask)
+    for _ in range(REPLICATES):
+        k_rep = rng.binomial(n, expected)
+        yield _centred(q3_matrix(k_rep * share - expected, mask)[0])
+
+
+def scan(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each question grown greedily into a set of :data:`SCAN_SIZE` correlated questions.
+
+    From every question at once: add the question whose ``z`` summed over the set's
+    members is largest, until the set has :data:`SCAN_SIZE` members. Returns the (Q,
+    SCAN_SIZE) sets (the seed first) and the sum of ``z`` over the pairs within each set.
+    """
+    n = len(z)
+    size = min(SCAN_SIZE, n)
+    sets = np.zeros((n, size), dtype=np.int64)
+    sets[:, 0] = np.arange(n)
+    link = z.copy()  # each question's summed z to the members so far
+    taken = np.eye(n, dtype=bool)
+    score = np.zeros(n)
+    rows = np.arange(n)
+    for step in range(1, size):
+        gain = np.where(taken, -np.inf, link)
+        best = gain.argmax(axis=1)
+        score += gain[rows, best]
+        sets[:, step] = best
+        taken[rows, best] = True
+        link += z[best]
+    return sets, score
+
+
+def source_pairs(
+    resid: np.ndarray, mask: np.ndarray, expected: np.ndarray, answers: np.ndarray, seed
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every question pair of one benchmark, and its flagged clusters (see the module).
+
+    Parameters
+    ----------
+    resid, mask, expected, answers : numpy.ndarray, shape (M, Q)
+        Residual share, whether the cell exists, posterior mean success probability and
+        the number of answers of each model x question cell.
+    seed : int or sequence of int
+        Seed of the replicated label sets (drawn twice: for the pairs' reference, then
+        for the scan's).
+
+    Returns
+    -------
+    pairs : pandas.DataFrame
+        Columns ``first, second, q3, q3_star, z, models`` (question indices), every pair.
+    sets : pandas.DataFrame
+        Columns ``seed, members, p_value`` of the flagged scan sets.
+    """
+    n_items = resid.shape[1]
+    q3, count = q3_matrix(resid, mask)
+    star = _centred(q3)
+    total = np.zeros_like(star)
+    square = np.zeros_like(star)
+    for rep in _replicates(seed, resid.shape, mask, expected, answers):
+        total += rep
+        square += rep**2
+    mean = total / REPLICATES
+    sd = np.sqrt(np.maximum(square / REPLICATES - mean**2, 0.0))
+    usable = (sd > 0) & (count >= MIN_MODELS)
+    np.fill_diagonal(usable, False)
+
+    def standard(values):
+        return np.where(usable, (values - mean) / np.where(usable, sd, 1.0), 0.0)
+
+    z = standard(star)
+    sets, score = scan(z)
+    null_max = np.array(
+        [scan(standard(rep))[1].max() for rep in _replicates(seed, resid.shape, mask,
+                                                             expected, answers)]
+    )  # fmt: skip
+    p = (1.0 + (null_max[None, :] >= score[:, None]).sum(axis=1)) / (REPLICATES + 1.0)
+    hit = p < DEPENDENCE_ALPHA
+    upper = np.triu_indices(n_items, 1)
+    pairs = pd.DataFrame(
+        {
+            "first": upper[0],
+            "second": upper[1],
+            "q3": q3[upper],
+            "q3_star": star[upper],
+            "z": np.where(usable[upper], z[upper], np.nan),
+            "models": count[upper].astype(int),
+        }
+    )
+    found = pd.DataFrame(
+        {"seed": np.flatnonzero(hit), "members": list(sets[hit]), "p_value": p[hit]}
+    )
+    return pairs, found
+
+
+def dependence_table(
+    idata, dataset, *, pairs=None, options: CheckOptions | None = None, ppc=None
+) -> pd.DataFrame | None:
+    """The run's ``dependence.csv``: flagged question pairs and the strongest others.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+    dataset : Dataset
+    pairs : Pairs, optional
+    options : CheckOptions, optional
+        Its seed draws the replicated label sets.
+    ppc : PPC, optional
+        Checks of the same run, reused (their posterior mean probabilities).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        Columns :data:`COLUMNS`, strongest first (by ``p_value``, then ``q3_star``); None
+        without static questions or item parameters. ``cluster`` is
+        ``<source>#<k>`` for flagged pairs (the connected components of the flagged
+        pairs), else empty. ``attrs["skipped"]`` lists benchmarks with more than
+        :data:`MAX_ITEMS` questions.
+
+    Warns
+    -----
+    DataWarning
+        Naming each cluster's questions.
+    """
+    options = options or CheckOptions()
+    previous = ppc.checks if ppc is not None else None
+    checks = Checks.reuse(previous, idata, dataset, pairs, options)
+    static = checks.static(replicate=False)
+    if static is None or checks.fit.items["b"] is None:
+        return None
+    ds = checks.fit.dataset
+    share = ds.static_share
+    varies = np.zeros(ds.n_items, dtype=bool)
+    lo = np.full(ds.n_items, np.inf)
+    hi = np.full(ds.n_items, -np.inf)
+    np.minimum.at(lo, ds.static_item, share)
+    np.maximum.at(hi, ds.static_item, share)
+    varies = hi - lo > 1e-12
+    parts, skipped = [], []
+    sources = np.unique(ds.item_source[ds.item_kind == "static"].astype(str))
+    for k, source in enumerate(sources):
+        items = np.flatnonzero((ds.item_source == source) & (ds.item_kind == "static") & varies)
+        if len(items) < 2:
+            continue
+        if len(items) > MAX_ITEMS:
+            skipped.append(source)
+            continue
+        col = np.full(ds.n_items, -1)
+        col[items] = np.arange(len(items))
+        cells = col[ds.static_item] >= 0
+        flat = ds.static_model[cells] * len(items) + col[ds.static_item[cells]]
+        size = ds.n_models * len(items)
+        n = ds.static_n[cells].astype(np.float64)
+
+        def dense(values, flat=flat, size=size):
+            return np.bincount(flat, weights=values, minlength=size).reshape(ds.n_models, -1)
+
+        answers = dense(n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            observed = dense(ds.static_y[cells].astype(np.float64)) / answers
+            expected = dense(n * static.mean_p[cells]) / answers
+        mask = (answers > 0) & np.isfinite(expected)  # a non-finite fit leaves its cells out
+        answers = np.where(mask, answers, 0.0)
+        expected = np.where(mask, expected, 0.5)
+        resid = np.where(mask, observed - expected, 0.0)
+        table, found = source_pairs(resid, mask, expected, answers, [options.seed, 4, k])
+        table["cluster"] = ""
+        table["cluster_p"] = np.nan
+        _label(table, found, len(items), source)
+        table.insert(0, "source", source)
+        table["item_1"] = ds.items[items[table.pop("first")]]
+        table["item_2"] = ds.items[items[table.pop("second")]]
+        parts.append(_keep(table))
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    out = out.sort_values(["flagged", "z"], ascending=False, kind="stable")[COLUMNS]
+    out = out.reset_index(drop=True)
+    out.attrs["skipped"] = skipped
+    _warn(out)
+    return out
+
+
+def _label(table: pd.DataFrame, found: pd.DataFrame, n_items: int, source: str) -> None:
+    """Name the clusters of flagged scan sets in ``table`` (pairs within one cluster)."""
+    table["flagged"] = False
+    if not len(found):
+        return
+    members = np.stack(found["members"].to_list())
+    seeds = np.repeat(members[:, 0], members.shape[1] - 1)
+    graph = coo_array(
+        (np.ones(len(seeds)), (seeds, members[:, 1:].ravel())), shape=(n_items, n_items)
+    )
+    _, component = connected_components(graph, directed=False)
+    inside = np.zeros(n_items, dtype=bool)
+    inside[members.ravel()] = True
+    _, code = np.unique(component[inside], return_inverse=True)
+    label = np.full(n_items, -1)
+    label[inside] = code
+    by_cluster = pd.Series(found["p_value"].to_numpy(), index=label[members[:, 0]])
+    p_min = by_cluster.groupby(level=0).min()
+    first, second = table["first"].to_numpy(), table["second"].to_numpy()
+    same = (label[first] >= 0) & (label[first] == label[second])
+    table["flagged"] = same
+    table.loc[same, "cluster"] = [f"{source}#{c + 1}" for c in label[first][same]]
+    table.loc[same, "cluster_p"] = p_min.reindex(label[first][same]).to_numpy()
+
+
+def _keep(table: pd.DataFrame) -> pd.DataFrame:
+    """The pairs within clusters and the :data:`TOP_PAIRS` strongest others."""
+    others = table[~table["flagged"]].nlargest(TOP_PAIRS, "z")
+    return pd.concat([table[table["flagged"]], others])
+
+
+def clusters(table: pd.DataFrame) -> dict:
+    """Each cluster of ``dependence.csv`` and its questions (sorted)."""
+    flagged = table[table["flagged"].astype(bool)]
+    out = {}
+    for name, group in flagged.groupby("cluster", sort=False):
+        out[name] = sorted(set(group["item_1"]) | set(group["item_2"]))
+    return out
+
+
+def _warn(table: pd.DataFrame) -> None:
+    found = clusters(table)
+    if not found:
+        return
+    text = "; ".join(f"{name}: {', '.join(items)}" for name, items in found.items())
+    warnings.warn(
+        f"locally dependent questions answer together beyond their ability (Q3): {text}; "
+        "a shared stem or template counts them as more evidence than there is "
+        "(dependence.csv)",
+        DataWarning,
+        stacklevel=3,
+    )
