@@ -547,8 +547,8 @@ def test_fit_writes_the_run_without_reading_it_back(map_run, tmp_path, monkeypat
     assert (out / report.HTML_FILE).is_file() and (out / "items.csv").is_file()
     assert [p for p in reads if tmp_path in p.parents] == []
     # the report's tables are the result's tables, computed once
-    tables = {"leaderboard", "pairwise", "items", "anomalies", "contamination"}
-    assert set(result.tables) == tables
+    tables = {"leaderboard", "pairwise", "items", "anomalies", "contamination", "benchmarks"}
+    assert set(result.tables) == tables | {"dependence"}
     assert result.ci == 0.9 and result.diagnostics["ppc"] == result.ppc.summary
 
 

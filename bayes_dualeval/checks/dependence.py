@@ -13,12 +13,23 @@ Whether a pair's :math:`Q_3^*` is large depends on the number of models and on t
 questions' difficulties (two hard questions passed by the same few strong models
 correlate strongly under the model). The reference is therefore the model's own:
 :data:`REPLICATES` label sets drawn from :math:`\bar p` give each pair's mean and sd of
-:math:`Q_3^*` under independence, ``z`` the observed value's distance from them and
-``p_value`` its normal upper tail. ``q_value`` adjusts the p-values of a benchmark's pairs
-by Benjamini-Yekutieli; a pair is ``flagged`` when ``q_value`` is below
-:data:`DEPENDENCE_Q` and :math:`Q_3^*` above :data:`Q3_EFFECT`. Flagged pairs are joined
-into clusters (connected components), which a
-:class:`~bayes_dualeval.core.errors.DataWarning` names.
+:math:`Q_3^*` under independence, and ``z`` the observed value's distance from them,
+divided by the robust sd (1.4826 times the median absolute deviation) of the observed
+``z`` of the benchmark's pairs where it exceeds 1: most pairs are independent, but the
+fitted parameters' own error correlates residuals, which spreads the observed values
+wider than the replicates' (an empirical null, as in Efron 2004).
+
+One pair among the :math:`Q (Q - 1) / 2` of a benchmark has little power (with 40 models a
+planted testlet's pairs reach ``z`` of 2 to 4, as do the largest of 20,000 independent
+pairs), but a testlet's pairs are all large together. A scan finds them: every question is
+grown greedily into a set of :data:`SCAN_SIZE` questions (each step adds the question with
+the largest ``z`` summed over the set), scored by the sum of ``z`` over the set's pairs.
+The reference of the largest score is the same scan on each replicated label set; a set is
+flagged when fewer than :data:`DEPENDENCE_ALPHA` of the replicates' largest scores reach
+its score (a family-wise level over the benchmark's questions). Flagged sets sharing a
+question form a cluster, pruned of questions that correlate with only a few of its members
+(:func:`_components`), and a :class:`~bayes_dualeval.core.errors.DataWarning` names each
+cluster's questions.
 """
 
 from __future__ import annotations
@@ -38,7 +49,10 @@ from bayes_dualeval.core.errors import DataWarning
 REPLICATES = 100
 #: A scan set is flagged when the share of replicates whose largest scan score reaches
 #: its score is below this (a family-wise level over the benchmark's questions).
-DEPENDENCE_ALPHA = 0.05
+DEPENDENCE_ALPHA = 0.01
+#: A cluster keeps a question while its mean z to the other members is at least this share
+#: of the members' median.
+MEMBER_SHARE = 0.5
 #: Questions in each set of the scan.
 SCAN_SIZE = 4
 #: Benchmarks with more questions (with signal) than this are not checked (the pairs grow
@@ -120,7 +134,7 @@ def scan(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def source_pairs(
     resid: np.ndarray, mask: np.ndarray, expected: np.ndarray, answers: np.ndarray, seed
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, np.ndarray, pd.Series]:
     """Every question pair of one benchmark, and its flagged clusters (see the module).
 
     Parameters
@@ -136,8 +150,10 @@ def source_pairs(
     -------
     pairs : pandas.DataFrame
         Columns ``first, second, q3, q3_star, z, models`` (question indices), every pair.
-    sets : pandas.DataFrame
-        Columns ``seed, members, p_value`` of the flagged scan sets.
+    label : numpy.ndarray of int, shape (Q,)
+        Each question's cluster (-1: none), see :func:`_components`.
+    p_min : pandas.Series
+        Each cluster's scan p-value (the smallest of its flagged sets).
     """
     n_items = resid.shape[1]
     q3, count = q3_matrix(resid, mask)
@@ -156,6 +172,11 @@ def source_pairs(
         return np.where(usable, (values - mean) / np.where(usable, sd, 1.0), 0.0)
 
     z = standard(star)
+    # the empirical null: the observed z of a benchmark's pairs are mostly independent
+    # pairs, but spread wider than the replicates' (the fitted parameters' own error
+    # correlates residuals); their robust sd rescales them
+    spread = 1.4826 * np.median(np.abs(z[usable] - np.median(z[usable]))) if usable.any() else 1
+    z = z / max(float(spread), 1.0)
     sets, score = scan(z)
     null_max = np.array(
         [scan(standard(rep))[1].max() for rep in _replicates(seed, resid.shape, mask,
@@ -174,10 +195,11 @@ def source_pairs(
             "models": count[upper].astype(int),
         }
     )
-    found = pd.DataFrame(
-        {"seed": np.flatnonzero(hit), "members": list(sets[hit]), "p_value": p[hit]}
-    )
-    return pairs, found
+    if hit.any():
+        label, p_min = _components(sets[hit], p[hit], z)
+    else:
+        label, p_min = np.full(n_items, -1), pd.Series(dtype=float)
+    return pairs, label, p_min
 
 
 def dependence_table(
@@ -250,10 +272,10 @@ def dependence_table(
         answers = np.where(mask, answers, 0.0)
         expected = np.where(mask, expected, 0.5)
         resid = np.where(mask, observed - expected, 0.0)
-        table, found = source_pairs(resid, mask, expected, answers, [options.seed, 4, k])
+        table, label, p_min = source_pairs(resid, mask, expected, answers, [options.seed, 4, k])
         table["cluster"] = ""
         table["cluster_p"] = np.nan
-        _label(table, found, len(items), source)
+        _label(table, label, p_min, source)
         table.insert(0, "source", source)
         table["item_1"] = ds.items[items[table.pop("first")]]
         table["item_2"] = ds.items[items[table.pop("second")]]
@@ -266,12 +288,17 @@ def dependence_table(
     return out
 
 
-def _label(table: pd.DataFrame, found: pd.DataFrame, n_items: int, source: str) -> None:
-    """Name the clusters of flagged scan sets in ``table`` (pairs within one cluster)."""
-    table["flagged"] = False
-    if not len(found):
-        return
-    members = np.stack(found["members"].to_list())
+def _components(members: np.ndarray, p: np.ndarray, z: np.ndarray) -> tuple:
+    """Clusters of the flagged scan sets: connected sets, pruned to questions that belong.
+
+    The sets joined by a shared question form a cluster. A question stays in its cluster
+    while its mean ``z`` to the other members is at least :data:`MEMBER_SHARE` of the
+    cluster's median such mean (the weakest is dropped first, one at a time): a question
+    that correlates with a few members by chance joins a set but not the whole testlet.
+
+    Returns each question's cluster (-1 for none) and each cluster's smallest p-value.
+    """
+    n_items = len(z)
     seeds = np.repeat(members[:, 0], members.shape[1] - 1)
     graph = coo_array(
         (np.ones(len(seeds)), (seeds, members[:, 1:].ravel())), shape=(n_items, n_items)
@@ -279,11 +306,29 @@ def _label(table: pd.DataFrame, found: pd.DataFrame, n_items: int, source: str) 
     _, component = connected_components(graph, directed=False)
     inside = np.zeros(n_items, dtype=bool)
     inside[members.ravel()] = True
-    _, code = np.unique(component[inside], return_inverse=True)
-    label = np.full(n_items, -1)
-    label[inside] = code
-    by_cluster = pd.Series(found["p_value"].to_numpy(), index=label[members[:, 0]])
-    p_min = by_cluster.groupby(level=0).min()
+    label = np.where(inside, component, -1)
+    for c in np.unique(label[inside]):
+        group = list(np.flatnonzero(label == c))
+        while len(group) > 2:
+            block = z[np.ix_(group, group)]
+            mean = block.sum(axis=1) / (len(group) - 1)
+            weakest = int(mean.argmin())
+            if mean[weakest] >= MEMBER_SHARE * np.median(mean):
+                break
+            label[group.pop(weakest)] = -1
+    seed_label = label[members[:, 0]]
+    keep = seed_label >= 0
+    p_min = pd.Series(p[keep], index=seed_label[keep]).groupby(level=0).min()
+    # clusters renumbered 0, 1, ... in order of their smallest question
+    used = np.unique(label[label >= 0])
+    renumber = np.full(max(n_items, 1), -1)
+    renumber[used] = np.arange(len(used))
+    out = np.where(label >= 0, renumber[np.maximum(label, 0)], -1)
+    return out, pd.Series(p_min.to_numpy(), index=renumber[p_min.index.to_numpy()])
+
+
+def _label(table: pd.DataFrame, label: np.ndarray, p_min: pd.Series, source: str) -> None:
+    """Name the clusters in ``table``: the pairs whose questions share one."""
     first, second = table["first"].to_numpy(), table["second"].to_numpy()
     same = (label[first] >= 0) & (label[first] == label[second])
     table["flagged"] = same

@@ -31,24 +31,52 @@ from bayes_dualeval.core.errors import DataWarning, InputError
 #: A model is named when the q-value of its ``fit_p`` (or of its below-chance test) is
 #: below this.
 MISFIT_Q = 0.05
+#: Most models a warning names (the rest are counted).
+NAMED = 10
+
+
+def parse_chance(pairs) -> dict:
+    """``{source: level}`` from ``SOURCE=LEVEL`` strings (the command line's form).
+
+    Raises
+    ------
+    InputError
+        For a string without ``=`` or a level that is not a number in (0, 1).
+    """
+    levels = {}
+    for text in pairs or ():
+        source, sep, value = str(text).rpartition("=")
+        try:
+            level = float(value)
+        except ValueError:
+            level = float("nan")
+        if not sep or not source or not 0.0 < level < 1.0:
+            raise InputError(f"chance: expected SOURCE=LEVEL with a level in (0, 1), got {text!r}")
+        levels[source] = level
+    return levels
+
+
+def check_chance(chance: dict | None, dataset) -> None:
+    """Raise :class:`InputError` unless ``chance`` names static sources of ``dataset``."""
+    static = dataset.item_kind == "static"
+    sources = set(np.asarray(dataset.item_source)[static].astype(str))
+    for source, level in (chance or {}).items():
+        if source not in sources:
+            known = ", ".join(sorted(sources)) or "none"
+            raise InputError(f"chance: no static source {source!r} (the data's: {known})")
+        if not 0.0 < float(level) < 1.0:
+            raise InputError(f"chance: the level of {source!r} must be in (0, 1), got {level}")
 
 
 def chance_levels(fit, chance: dict | None) -> dict:
     """Each benchmark's chance level: given, else the mean posterior floor of its questions."""
     ds = fit.dataset
+    check_chance(chance, ds)
     static = ds.item_kind == "static"
-    sources = set(ds.item_source[static].astype(str))
-    levels = {}
-    for source, level in (chance or {}).items():
-        if source not in sources:
-            known = ", ".join(sorted(sources)) or "none"
-            raise InputError(f"chance: no static source {source!r} (the run's: {known})")
-        if not 0.0 < float(level) < 1.0:
-            raise InputError(f"chance: the level of {source!r} must be in (0, 1), got {level}")
-        levels[source] = float(level)
+    levels = {source: float(level) for source, level in (chance or {}).items()}
     if fit.items.get("c") is not None:
         floor = fit.items["c"].mean(axis=0, dtype=np.float64)
-        for source in sources - set(levels):
+        for source in set(ds.item_source[static].astype(str)) - set(levels):
             levels[source] = float(floor[static & (ds.item_source == source)].mean())
     return levels
 
@@ -156,9 +184,12 @@ def model_fit_table(
 def _warn(table: pd.DataFrame, flagged: pd.DataFrame) -> None:
     misfit = table[table["fit_q"] < MISFIT_Q].sort_values("fit_p")
     if len(misfit):
-        names = ", ".join(f"{m} (fit_p = {p:.2g})" for m, p in zip(misfit["model"],
-                                                                   misfit["fit_p"],
+        shown = misfit.head(NAMED)
+        names = ", ".join(f"{m} (fit_p = {p:.2g})" for m, p in zip(shown["model"],
+                                                                   shown["fit_p"],
                                                                    strict=True))  # fmt: skip
+        if len(misfit) > NAMED:
+            names += f" and {len(misfit) - NAMED} more"
         warnings.warn(
             f"static labels that do not fit the run at the model's ability: {names}; an "
             "inverted answer key, a broken harness or another grader? (leaderboard.csv: "

@@ -110,6 +110,7 @@ def residual_fit(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator) ->
     }
     greater = np.zeros(n_items)
     equal = np.zeros(n_items)
+    unusable = np.zeros(n_items, dtype=bool)  # an item non-finite in some draw: no ppp
     done = 0
     with np.errstate(invalid="ignore", divide="ignore"):
         for piece in chunks(rep, 4 * len(k)):
@@ -120,6 +121,7 @@ def residual_fit(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator) ->
             var = n * p * (1.0 - p)
             square = (k - n * p) ** 2
             broken = by_item(~ok) > 0
+            unusable |= broken.any(axis=0)
             outfit = np.where(broken, np.nan, by_item(square / var) / cells_item)
             k_rep = rng.binomial(n.astype(np.int64), p).astype(np.float64)
             outfit_rep = by_item((k_rep - n * p) ** 2 / var) / cells_item
@@ -145,7 +147,7 @@ def residual_fit(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator) ->
                 )
             done += len(piece)
     has = cells_item > 0
-    ppp = np.where(has, (greater + 0.5 * equal) / len(rep), np.nan)
+    ppp = np.where(has & ~unusable, (greater + 0.5 * equal) / len(rep), np.nan)
     for name in ("item_infit", "item_outfit"):
         out[name][:, ~has] = np.nan
     return ResidualFit(item_ppp=ppp, **out)

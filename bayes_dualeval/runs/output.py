@@ -106,7 +106,10 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     flagged["ci"] = ci
     board = leaderboard(idata, dataset, ci=ci)
     board["converged"] = pd.array([result.converged] * len(board), dtype="boolean")
-    model_fit = model_fit_table(idata, dataset, pairs=result.pairs, options=options, ppc=ppc)
+    model_fit = model_fit_table(
+        idata, dataset, pairs=result.pairs, options=options, ppc=ppc,
+        chance=result.diagnostics.get("chance"),
+    )  # fmt: skip
     if model_fit is not None:
         columns = ["model", "infit", "outfit", "fit_p", "below_chance"]
         board = board.merge(model_fit[columns], on="model", how="left")
