@@ -57,7 +57,7 @@ MEMBER_SHARE = 0.5
 SCAN_SIZE = 4
 #: Benchmarks with more questions (with signal) than this are not checked (the pairs grow
 #: as the square).
-MAX_ITEMS = 3000
+MAX_ITEMS = 2000
 #: Fewest models answering both questions of a pair.
 MIN_MODELS = 10
 #: Rows of ``dependence.csv``: every flagged pair and at most this many others, strongest
