@@ -1,7 +1,7 @@
 """The psychometric audits: benchmarks.csv, item fit, model fit and local dependence.
 
 Planted truths from :mod:`bayes_dualeval.validation.psychometrics`, fitted by MAP (fast;
-the checks are then plug-in checks at the point estimate). Seeds 21-26 are not used by
+the checks are then plug-in checks at the point estimate). Seeds 21-27 are not used by
 ``scripts/studies/audit_study.py`` (5000+), whose tables are in docs/auditing.md.
 """
 
@@ -96,18 +96,20 @@ def test_items_with_a_guessing_floor_misfit_more_than_clean_items():
     """10 of 200 questions with a floor of 0.4 under a 2PL fit rank above the clean ones.
 
     Only above: the issue's top decile is not reached (docs/auditing.md#item-fit: a 2PL
-    absorbs most of a floor). Those harder than the median model, where a floor shows,
-    have a median rank in the top third (measured 0.2 on this seed).
+    absorbs most of a floor). Median rank fraction of the planted questions below 0.35
+    (measured 0.24; clean questions: about 0.5), of those harder than the median model,
+    where a floor shows, below 0.4 (measured 0.30).
     """
-    frame, floored = planted.floor_items(60, 200, 10, seed=23)
+    frame, floored = planted.floor_items(60, 200, 10, seed=27)
     result = _fit(frame)
     items = item_table(result.idata, result.dataset, options=OPTIONS)
     rank = items["fit_ppp"].rank(method="average") / len(items)
-    hard = items["item"].map(floored).fillna(-np.inf).to_numpy() > 0
+    truth = items["item"].map(floored)
+    hard = (truth > 0).to_numpy()
     assert hard.sum() >= 3
-    assert rank[hard].median() < 1 / 3
+    assert rank[truth.notna()].median() < 0.35 and rank[hard].median() < 0.4
     has = items["fit_ppp"].notna()  # NaN: an item the MAP fit left non-finite
-    assert has.mean() > 0.95
+    assert has.all()
     assert (items.loc[has, "fit_q"] >= items.loc[has, "fit_ppp"] - 1e-12).all()
     clean = ~items["item"].isin(list(floored))
     for name in ("infit_mean", "outfit_mean"):
