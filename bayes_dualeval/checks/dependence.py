@@ -60,6 +60,8 @@ SCAN_SIZE = 4
 MAX_ITEMS = 2000
 #: Fewest models answering both questions of a pair.
 MIN_MODELS = 10
+#: Most clusters a warning names (the rest are counted).
+NAMED_CLUSTERS = 5
 #: Rows of ``dependence.csv``: every flagged pair and at most this many others, strongest
 #: first.
 TOP_PAIRS = 100
@@ -355,7 +357,10 @@ def _warn(table: pd.DataFrame) -> None:
     found = clusters(table)
     if not found:
         return
-    text = "; ".join(f"{name}: {', '.join(items)}" for name, items in found.items())
+    shown = list(found.items())[:NAMED_CLUSTERS]
+    text = "; ".join(f"{name}: {', '.join(items)}" for name, items in shown)
+    if len(found) > NAMED_CLUSTERS:
+        text += f" and {len(found) - NAMED_CLUSTERS} more clusters"
     warnings.warn(
         f"locally dependent questions answer together beyond their ability (Q3): {text}; "
         "a shared stem or template counts them as more evidence than there is "

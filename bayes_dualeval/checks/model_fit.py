@@ -198,11 +198,14 @@ def _warn(table: pd.DataFrame, flagged: pd.DataFrame) -> None:
             stacklevel=3,
         )
     if len(flagged):
+        shown = flagged.head(NAMED)
         names = ", ".join(
             f"{m} on {s} ({a:.0%}, chance {c:.0%})"
-            for m, s, a, c in zip(flagged["model"], flagged["source"], flagged["accuracy"],
-                                  flagged["chance"], strict=True)
+            for m, s, a, c in zip(shown["model"], shown["source"], shown["accuracy"],
+                                  shown["chance"], strict=True)
         )  # fmt: skip
+        if len(flagged) > NAMED:
+            names += f" and {len(flagged) - NAMED} more"
         warnings.warn(
             f"below chance: {names}; its rank says nothing about ability "
             "(leaderboard.csv: below_chance)",
