@@ -44,8 +44,9 @@ MAP = SamplerSettings(sampler="map", seed=0)
 NUTS = SamplerSettings(chains=2, warmup=150, draws=150, seed=0, extend=0, progress=False)
 ITEM_COLUMNS = [
     "item", "kind", "source", "domain", "b_mean", "b_lo", "b_hi", "a_mean", "a_lo", "a_hi",
-    "observed", "n_models", "information", "ppp", "key_correlation", "key_evidence", "key_q",
-    "identified", "flags", "ci",
+    "observed", "n_models", "information", "ppp", "infit_mean", "infit_lo", "infit_hi",
+    "outfit_mean", "outfit_lo", "outfit_hi", "fit_ppp", "fit_q", "key_correlation",
+    "key_evidence", "key_q", "identified", "flags", "ci",
 ]  # fmt: skip
 CELL_COLUMNS = [
     "model", "item", "kind", "observed", "expected", "residual", "p_value", "p_lower", "q_value",

@@ -550,8 +550,8 @@ def test_fit_writes_the_run_without_reading_it_back(map_run, tmp_path, monkeypat
     assert (out / report.HTML_FILE).is_file() and (out / "items.csv").is_file()
     assert [p for p in reads if tmp_path in p.parents] == []
     # the report's tables are the result's tables, computed once
-    tables = {"leaderboard", "pairwise", "items", "anomalies", "contamination"}
-    assert set(result.tables) == tables
+    tables = {"leaderboard", "pairwise", "items", "anomalies", "contamination", "benchmarks"}
+    assert set(result.tables) == tables | {"dependence"}
     assert result.ci == 0.9 and result.diagnostics["ppc"] == result.ppc.summary
 
 
@@ -563,12 +563,13 @@ def test_report_command_path_renders_the_same_report_as_the_fit(map_run, tmp_pat
     back = load.load_result(out)
     paths = output.rewrite(back, copy)  # at the run's recorded level
     assert back.ci == result.ci == 0.9
-    assert [p.name for p in paths[:7]] == [
-        "leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv", "contamination.csv",
-        report.HTML_FILE, report.MD_FILE,
+    assert [p.name for p in paths[:9]] == [
+        "leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv", "benchmarks.csv",
+        "dependence.csv", "contamination.csv", report.HTML_FILE, report.MD_FILE,
     ]  # fmt: skip
     for name in ("leaderboard.csv", "pairwise.csv", "items.csv", "anomalies.csv",
-                 "contamination.csv", report.MD_FILE):  # fmt: skip
+                 "benchmarks.csv", "dependence.csv", "contamination.csv",
+                 report.MD_FILE):  # fmt: skip
         assert (copy / name).read_text() == (out / name).read_text(), name
     assert html_of(copy) == html_of(out)
     for png in (out / report.FIGURES_DIR).iterdir():

@@ -36,7 +36,7 @@ class RunPlots:
         """
         from bayes_dualeval.report import plots
 
-        board = self._run.leaderboard(ci)
+        board = self._run._board(ci)
         if top is not None:
             board = board.head(top)
         return plots.forest(
@@ -62,7 +62,7 @@ class RunPlots:
             raise ValueError("this run's model has no item difficulties to draw")
         items = items[items["identified"]] if "identified" in items else items
         items = items.assign(group=items["kind"].astype(str) + ":" + items["source"].astype(str))
-        models = self._run.leaderboard(ci)[["model", "theta_mean", "theta_lo", "theta_hi"]]
+        models = self._run._board(ci)[["model", "theta_mean", "theta_lo", "theta_hi"]]
         return plots.wright_map(models, items, ci=None if self._point() else self._run.ci)
 
     def ranks(self, top: int = 80):
@@ -83,7 +83,7 @@ class RunPlots:
 
         if self._point():
             raise ValueError("a MAP run has a single draw: its rank probabilities are 0 or 1")
-        board = self._run.leaderboard().head(top)
+        board = self._run._board().head(top)
         r = ranks(draws_of(self._run.idata, "theta_centred"))
         models = [str(m) for m in self._run.idata.posterior["model"].values]
         probs = rank_probabilities_of(r, pd.Index(models).get_indexer(board["model"]))

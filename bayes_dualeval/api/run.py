@@ -115,7 +115,17 @@ class Run:
         Returns
         -------
         pandas.DataFrame
-            The columns of ``leaderboard.csv`` (docs/outputs.md), ``converged`` included.
+            The columns of ``leaderboard.csv`` (docs/outputs.md), ``converged`` and, with
+            static questions, the models' fit (``infit, outfit, fit_p, below_chance``)
+            included: computed with the run's other tables.
+        """
+        return self._tables(ci)["leaderboard"].copy()
+
+    def _board(self, ci: float | None = None) -> pd.DataFrame:
+        """The leaderboard without computing the checks (for display and figures).
+
+        The run's table when it is computed at level ``ci``; else the posterior's summary
+        with ``converged`` (no model fit columns).
         """
         ci = self.ci if ci is None else float(ci)
         if self.result.ci == ci and "leaderboard" in self.result.tables:
@@ -301,7 +311,7 @@ class Run:
         )
 
     def __repr__(self) -> str:
-        board = self.leaderboard()
+        board = self._board()
         top = board["model"].iloc[0] if len(board) else "-"
         where = f", folder {self.folder}" if self.folder is not None else ""
         return (
@@ -311,6 +321,6 @@ class Run:
 
     def _repr_html_(self) -> str:
         return leaderboard_html(
-            self.leaderboard(), title=self._title(), ci=self.ci,
+            self._board(), title=self._title(), ci=self.ci,
             note=verdict(self.converged, self.result.settings.sampler),
         )  # fmt: skip

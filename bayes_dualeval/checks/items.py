@@ -10,6 +10,7 @@ from scipy import special
 
 from bayes_dualeval.checks.budget import CHUNK_ELEMENTS
 from bayes_dualeval.checks.fitted import FittedRun
+from bayes_dualeval.checks.item_fit import item_fit_columns
 from bayes_dualeval.checks.keys import MISKEY_Q, key_evidence
 from bayes_dualeval.checks.options import CheckOptions
 from bayes_dualeval.checks.passes import Checks
@@ -64,8 +65,10 @@ def item_table(
         Columns ``item, kind, source, domain, b_mean, b_lo, b_hi, a_mean, a_lo, a_hi``,
         then ``c_mean, c_lo, c_hi`` under 3PL and 4PL and ``d_mean, d_lo, d_hi`` under
         4PL (the guessing floor and upper asymptote; 0 and 1 on arena prompts), then
-        ``observed, n_models, information, ppp, key_correlation, key_evidence, key_q,
-        identified, flags, ci``, items in dataset
+        ``observed, n_models, information, ppp``, the item fit columns (``infit_mean,
+        infit_lo, infit_hi, outfit_mean, outfit_lo, outfit_hi, fit_ppp, fit_q``:
+        :mod:`~bayes_dualeval.checks.item_fit`; NaN for arena prompts), ``key_correlation,
+        key_evidence, key_q, identified, flags, ci``, items in dataset
         order. ``identified`` is False for arena prompts of a specification without the
         arena level term (their ``b`` and ``a`` are then set by the prior and the pairs'
         shape, not by the data; flag ``not_identified``). ``b`` is on the leaderboard's
@@ -146,6 +149,7 @@ def item_table(
             "n_models": n_static + n_arena,
             "information": info,
             "ppp": ppp,
+            **item_fit_columns(checks, ci),
             "key_correlation": key_r,
             "key_evidence": evidence,
             "key_q": key_q,

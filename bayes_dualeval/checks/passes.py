@@ -19,6 +19,7 @@ from bayes_dualeval.checks.arena import ArenaPass, arena_pass
 from bayes_dualeval.checks.cells import cell_table
 from bayes_dualeval.checks.fitted import resolve
 from bayes_dualeval.checks.options import CheckOptions
+from bayes_dualeval.checks.residuals import ResidualFit, residual_fit
 from bayes_dualeval.checks.reward import reward_pass
 from bayes_dualeval.checks.static import StaticPass, static_pass
 
@@ -49,6 +50,7 @@ class Checks:
         self._seed = options.seed
         self._static: StaticPass | None = None
         self._arena: ArenaPass | None = None
+        self._residuals: ResidualFit | None = None
 
     @classmethod
     def reuse(cls, checks, idata, dataset, pairs, options: CheckOptions) -> Checks:
@@ -71,6 +73,17 @@ class Checks:
             rng = np.random.default_rng([self._seed, 1]) if replicate else None
             self._static = static_pass(self.fit, draws, rng)
         return self._static
+
+    def residuals(self) -> ResidualFit | None:
+        """Infit, outfit and person fit of the static cells (None without them)."""
+        if not self.fit.use_static or self.fit.items["b"] is None:
+            return None
+        if self._residuals is None:
+            n_cells = len(self.fit.dataset.static_y)
+            draws = budget.budget(self.draws, n_cells)
+            rng = np.random.default_rng([self._seed, 3])
+            self._residuals = residual_fit(self.fit, draws, rng)
+        return self._residuals
 
     def arena(self) -> ArenaPass | None:
         """The arena pass (pairs, Bradley-Terry or reward likelihood)."""

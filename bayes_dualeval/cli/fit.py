@@ -131,12 +131,19 @@ def _run_option(*decls, **kwargs):
     help="With --coordinator: this process (0 to --processes minus 1).",
 )
 @fit_anomalies_option
+@_run_option(
+    "--chance",
+    multiple=True,
+    metavar="SOURCE=LEVEL",
+    help="A static benchmark's chance level (e.g. 0.25 for four options; repeat per "
+    "benchmark): a model below it is named. Default: the 3PL/4PL floor, else none.",
+)
 @_run_option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
 @_run_option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @clean_errors
 def fit(
     data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, item_features,
-    coordinator, processes, process_id, anomalies, no_report, quiet, reward_norm,
+    coordinator, processes, process_id, anomalies, chance, no_report, quiet, reward_norm,
     skip_invalid, style, families, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
@@ -153,6 +160,7 @@ def fit(
         bayes-dualeval fit data/ --irt 3pl --guess-mean 0.25
         bayes-dualeval fit data/ --sampler svi --anomalies all
         bayes-dualeval fit data/ --item-features data/items.features.csv
+        bayes-dualeval fit data/ --chance mmlu=0.25
     """
     import time
 
@@ -190,10 +198,14 @@ def fit(
     check_supported(config, settings)  # e.g. MAP with 3pl: fail before reading the data
     if writer:
         run_dir = check_new_folder(out) if out else default_run_dir(sampler)
+    from bayes_dualeval.checks.model_fit import check_chance, parse_chance
+
+    levels = parse_chance(chance)
     start = time.perf_counter()
     ds = api.load(
         data, reward_norm=reward_norm, skip_invalid=skip_invalid, style=style, families=families
     )
+    check_chance(levels, ds)  # before the fit, not after it
     timings = {"data": round(time.perf_counter() - start, 3)}
     say(ds.summary(), quiet)
     say(f"fitting {api.model_name(config)} with {sampler}...", quiet)
@@ -219,6 +231,8 @@ def fit(
             err=True,
             fg="yellow",
         )
+    if levels:
+        result.diagnostics["chance"] = levels  # read by the tables, kept for `report`
     run_dir = run.save(run_dir, ci=ci, anomalies=anomalies, report=not no_report)
     _tell(result, run_dir, sampler, ci)
 

@@ -40,13 +40,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from bayes_dualeval.checks.person_fit import MIN_FIT_ITEMS, lz_star
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import kernels
 from bayes_dualeval.measure.bank import Bank, Responses
 from bayes_dualeval.measure.grid import GridPosterior, sum_by_model
 
-#: Fewest static labels for a person-fit p-value.
-MIN_FIT_ITEMS = 20
 #: Bank draws averaged into the predictive probability :math:`\bar p`.
 PREDICTIVE_DRAWS = 200
 #: Ability draws the p-value averages over.
@@ -110,15 +109,8 @@ def person_fit(bank: Bank, resp: Responses, post: GridPosterior, theta: np.ndarr
     def per_model(x):  # (S, C) summed over each model's labels: (S, K)
         return sum_by_model(x[..., None], resp.static_model, k)[..., 0]
 
-    # l - E l = sum (k - n p) w with w = logit p; its part along the score direction
-    # r = p' / (p (1 - p)) is what a shift of the ability explains: removed (Snijders);
     # a cell of n answers weighs n times a label in every sum (n = 1: the labels' lz*)
-    w = np.log(p) - np.log1p(-p)
-    r = slope / (p * (1 - p))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c = per_model(n * slope * w) / per_model(n * slope * r)  # (S, K)
-        v = w - np.nan_to_num(c)[:, resp.static_model] * r
-        lz = per_model((k_obs - n * p) * v) / np.sqrt(per_model(n * p * (1 - p) * v**2))
+    lz = lz_star(k_obs, n, p, slope, resp.static_model, per_model)
     ok = counts >= MIN_FIT_ITEMS
     out[ok] = special.ndtr(lz[:, ok]).mean(axis=0)
     return out

@@ -16,6 +16,9 @@ import pandas as pd
 
 from bayes_dualeval.checks import FLAG_Q, CheckOptions, item_table, posterior_predictive
 from bayes_dualeval.checks.benchmark_audit import benchmark_audit
+from bayes_dualeval.checks.dependence import dependence_table
+from bayes_dualeval.checks.model_fit import model_fit_table
+from bayes_dualeval.checks.saturation import benchmarks
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.model.spec import DualEvalModel
@@ -56,6 +59,12 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     (:mod:`~bayes_dualeval.posterior.dimension_tables`), with several judges or style
     covariates ``judges``, ``judge_bias`` and ``style``
     (:mod:`~bayes_dualeval.posterior.facet_tables`), ``items``,
+    where the run has static questions with item parameters the leaderboard's model fit
+    columns ``infit, outfit, fit_p, below_chance``
+    (:func:`~bayes_dualeval.checks.model_fit.model_fit_table`), ``benchmarks`` (how well
+    each benchmark measures the top models: :func:`~bayes_dualeval.checks.saturation.benchmarks`)
+    and ``dependence`` (locally dependent question pairs:
+    :func:`~bayes_dualeval.checks.dependence.dependence_table`),
     ``anomalies`` (the cell table, most surprising first: every
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
@@ -97,6 +106,14 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     flagged["ci"] = ci
     board = leaderboard(idata, dataset, ci=ci)
     board["converged"] = pd.array([result.converged] * len(board), dtype="boolean")
+    model_fit = model_fit_table(
+        idata, dataset, pairs=result.pairs, options=options, ppc=ppc,
+        chance=result.diagnostics.get("chance"),
+    )  # fmt: skip
+    if model_fit is not None:
+        columns = ["model", "infit", "outfit", "fit_p", "below_chance"]
+        board = board.merge(model_fit[columns], on="model", how="left")
+        board.attrs["below_chance"] = model_fit.attrs["below_chance"]
     result.ci, result.ppc = ci, ppc
     result.tables = {
         "leaderboard": board,
@@ -104,6 +121,11 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
         "items": item_table(idata, dataset, ci=ci, pairs=result.pairs, options=options, ppc=ppc),
         "anomalies": flagged,
     }
+    audits = {
+        "benchmarks": benchmarks(idata, dataset, ci=ci, options=options, ppc=ppc),
+        "dependence": dependence_table(idata, dataset, options=options, ppc=ppc),
+    }
+    result.tables.update({name: t for name, t in audits.items() if t is not None})
     if result.holdout is not None:
         result.tables["holdout"] = result.holdout
     if has_domain_abilities(idata):

@@ -10,5 +10,7 @@ A run never imports this package; the tests and the studies of ``scripts/`` do.
 * :mod:`~bayes_dualeval.validation.reference`: a classical 2PL estimator to compare with,
   and the classic calibration data it is compared on (``calibration_data``);
 * :mod:`~bayes_dualeval.validation.compilations`: where the test suite's XLA compilation
-  goes (the records of ``scripts/tools/suite_compilations.py``).
+  goes (the records of ``scripts/tools/suite_compilations.py``);
+* :mod:`~bayes_dualeval.validation.psychometrics`: planted truths of the psychometric
+  audits (saturated benchmarks, guessing floors, inverted models, testlets).
 """

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bayes_dualeval.report.panels import (
+    audits,
     checks,
     diagnostics,
     dimensions,
@@ -52,6 +53,7 @@ class Panel:
 PANELS = (
     Panel("leaderboard", "Leaderboard", rankings.leaderboard),
     Panel("abilities", "Abilities", rankings.abilities, ("forest",)),
+    Panel("model_fit", "Model fit", audits.model_fit),
     Panel("ranks", "Rank probabilities", rankings.rank_probabilities, ("rank_heatmap",)),
     Panel("domains", "Abilities by domain", domains.abilities_by_domain,
           ("domain_heatmap", "domain_wright")),
@@ -63,6 +65,10 @@ PANELS = (
     Panel("items", "Difficulty and discrimination", items.difficulty_discrimination,
           ("difficulty_discrimination",)),
     Panel("flagged", "Flagged items", flagged.flagged, ("flagged_items",)),
+    Panel("benchmarks", "Benchmarks: information and saturation", audits.benchmarks,
+          ("test_information",)),
+    Panel("item_fit", "Item fit", audits.item_fit, ("item_fit",)),
+    Panel("dependence", "Local dependence", audits.dependence),
     Panel("ppc", "Posterior predictive checks", checks.predictive,
           ("ppc_models", "ppc_items", "calibration")),
     Panel("anomalies", "Anomalies", checks.anomalies),

@@ -5,10 +5,11 @@ be redrawn from the CSV tables of a run. Heights grow with the number of rows, s
 leaderboard of 100 models stays readable; long labels are shortened with an ellipsis
 (the tables keep the full names). Modules by subject: :mod:`.abilities`, :mod:`.items`,
 :mod:`.checks`, :mod:`.diagnostics`, :mod:`.dimensions`, :mod:`.domains`,
-:mod:`.flagged`; :mod:`.base` holds what they share.
+:mod:`.flagged`, :mod:`.audits`; :mod:`.base` holds what they share.
 """
 
 from bayes_dualeval.report.plots.abilities import forest, rank_heatmap
+from bayes_dualeval.report.plots.audits import test_information
 from bayes_dualeval.report.plots.base import LABEL_CHARS, MAX_POINTS, short, subset, to_png
 from bayes_dualeval.report.plots.checks import calibration, observed_vs_replicated
 from bayes_dualeval.report.plots.diagnostics import loss_trace, rank_plots, rhat_ess
@@ -36,6 +37,7 @@ __all__ = [
     "rhat_ess",
     "short",
     "subset",
+    "test_information",
     "to_png",
     "wright_map",
 ]
