@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.inference import drivers
 from bayes_dualeval.inference.drivers import shared_drivers
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import load_spec
@@ -102,7 +103,8 @@ def test_shared_drivers_give_the_draws_of_a_fit_of_its_own():
     with shared_drivers():
         fit(first, STATIC, settings)
         shared = fit(second, STATIC, settings)
-    assert shared.diagnostics["timings"]["compile"] == 0.0  # nothing traced or compiled
+        assert drivers.kept() == 1  # both fits ran one driver, traced once
+    assert drivers.kept() == 0
     np.testing.assert_array_equal(
         alone.idata.posterior["theta"].values, shared.idata.posterior["theta"].values
     )

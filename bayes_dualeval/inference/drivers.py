@@ -68,3 +68,8 @@ def driver(what, inputs, make: Callable):
 def is_shared(mcmc) -> bool:
     """Whether ``mcmc`` is kept by :func:`shared_drivers` (its programs stay until the end)."""
     return _SHARED is not None and any(m is mcmc for m in _SHARED.values())
+
+
+def kept() -> int:
+    """How many drivers :func:`shared_drivers` keeps now (0 outside it)."""
+    return 0 if _SHARED is None else len(_SHARED)
