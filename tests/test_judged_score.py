@@ -18,8 +18,9 @@ from scipy import stats
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.data.load import load
 from bayes_dualeval.inference.settings import SamplerSettings
-from bayes_dualeval.measure.bank import Bank, responses
+from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.measure.grid import arena_pairs, loglik
+from bayes_dualeval.measure.responses import responses
 from bayes_dualeval.measure.score import score
 from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.model.config import ModelConfig

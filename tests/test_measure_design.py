@@ -19,9 +19,10 @@ from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.measure import anchors, grid, information
 from bayes_dualeval.measure.adaptive import adaptive
-from bayes_dualeval.measure.bank import Bank, Responses
+from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.measure.compress import compress, item_information
 from bayes_dualeval.measure.information import fisher_information
+from bayes_dualeval.measure.responses import Responses
 from bayes_dualeval.model import links
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.simulate import simulate

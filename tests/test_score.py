@@ -17,9 +17,10 @@ from bayes_dualeval import load
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import DataWarning, InputError
 from bayes_dualeval.inference.settings import SamplerSettings
-from bayes_dualeval.measure.bank import BANK_DRAWS, Bank, responses
+from bayes_dualeval.measure.bank import BANK_DRAWS, Bank
 from bayes_dualeval.measure.grid import GRID, arena_pairs, loglik, posterior
 from bayes_dualeval.measure.output import write_scores
+from bayes_dualeval.measure.responses import responses
 from bayes_dualeval.measure.score import MISFIT_P, score
 from bayes_dualeval.model import arena_term
 from bayes_dualeval.model.simulate import simulate, write

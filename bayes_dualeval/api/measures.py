@@ -250,7 +250,7 @@ def adaptive(run, oracle_data, *, select: str = "fisher", target_se: float = 0.3
     AdaptiveTest
     """
     from bayes_dualeval.measure.adaptive import adaptive as run_adaptive
-    from bayes_dualeval.measure.bank import responses
+    from bayes_dualeval.measure.responses import responses
 
     bank = _bank(run, allow_approximate=allow_approximate)
     paths = [oracle_data] if isinstance(oracle_data, (str, Path)) else list(oracle_data)

@@ -5,7 +5,7 @@ models' abilities) stay fixed, and new models are measured against them without 
 
 * :mod:`~bayes_dualeval.measure.bank`: a run folder read as a :class:`Bank` (item draws,
   the reward normalisation and pair thresholds the fit used), and new responses aligned
-  with it (:func:`~bayes_dualeval.measure.bank.responses`);
+  with it (:func:`~bayes_dualeval.measure.responses.responses`);
 * :mod:`~bayes_dualeval.measure.grid`: each new model's ability posterior on a grid, per
   bank draw (one dimension: exact, no MCMC), and draws from it;
 * :mod:`~bayes_dualeval.measure.score`: :func:`~bayes_dualeval.measure.score.score`, the

@@ -1,6 +1,6 @@
 r"""Computerised adaptive testing against a bank, simulated with known answers.
 
-Each new model of an *oracle* (:class:`~bayes_dualeval.measure.bank.Responses` whose
+Each new model of an *oracle* (:class:`~bayes_dualeval.measure.responses.Responses` whose
 labels and rewards are taken as the model's answers) is asked the bank's static questions
 and arena prompts, in one pool, one at a time. Its ability posterior is kept on a fixed
 grid of abilities :math:`u` on the leaderboard's scale (relative to the bank models' mean
@@ -33,7 +33,8 @@ from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import grid as grid_posterior
 from bayes_dualeval.measure import information, kernels
-from bayes_dualeval.measure.bank import Bank, Responses, shift
+from bayes_dualeval.measure.bank import Bank, shift
+from bayes_dualeval.measure.responses import Responses
 from bayes_dualeval.model import links
 
 #: Points of the fixed ability grid, and its half-width in prior sds.

@@ -37,7 +37,8 @@ import pandas as pd
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import kernels
-from bayes_dualeval.measure.bank import Bank, Responses, shift
+from bayes_dualeval.measure.bank import Bank, shift
+from bayes_dualeval.measure.responses import Responses
 from bayes_dualeval.model import arena_term, links
 from bayes_dualeval.model.inputs import contrast_weight
 

@@ -43,8 +43,9 @@ from scipy import special
 from bayes_dualeval.checks.person_fit import MIN_FIT_ITEMS, lz_star
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import kernels
-from bayes_dualeval.measure.bank import Bank, Responses
+from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.measure.grid import GridPosterior, sum_by_model
+from bayes_dualeval.measure.responses import Responses
 
 #: Bank draws averaged into the predictive probability :math:`\bar p`.
 PREDICTIVE_DRAWS = 200

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 from bayes_dualeval.core.errors import InputError
-from bayes_dualeval.measure.bank import Bank, Responses, responses, shift
+from bayes_dualeval.measure.bank import Bank, shift
 from bayes_dualeval.measure.grid import GRID, arena_pairs, posterior
 from bayes_dualeval.measure.person_fit import person_fit
+from bayes_dualeval.measure.responses import Responses, responses
 from bayes_dualeval.model import links
 from bayes_dualeval.posterior.summaries import interval, ranks
 
@@ -107,7 +108,7 @@ def score(
     ------
     InputError
         When ``ci`` is not in (0, 1), or the data cannot be aligned with the bank (see
-        :func:`~bayes_dualeval.measure.bank.responses`).
+        :func:`~bayes_dualeval.measure.responses.responses`).
     """
     if not 0.0 < ci < 1.0:
         raise InputError(f"ci must be in (0, 1), got {ci}")

@@ -162,7 +162,8 @@ def run_case(case: str, seed: int, draws: int, share: float, n_random: int, targ
              selects=("fisher", "random")):  # fmt: skip
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.measure.adaptive import adaptive
-    from bayes_dualeval.measure.bank import Bank, responses
+    from bayes_dualeval.measure.bank import Bank
+    from bayes_dualeval.measure.responses import responses
     from bayes_dualeval.measure.score import score
     from bayes_dualeval.runs.fit import write_run
 
