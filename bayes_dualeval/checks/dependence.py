@@ -63,6 +63,8 @@ MAX_ITEMS = 2000
 MIN_MODELS = 10
 #: Most clusters a warning names (the rest are counted).
 NAMED_CLUSTERS = 5
+#: Questions of a cluster named in the warning (the rest are counted).
+NAMED_ITEMS = 5
 #: Rows of ``dependence.csv``: every flagged pair and at most this many others, strongest
 #: first.
 TOP_PAIRS = 100
@@ -386,12 +388,19 @@ def clusters(table: pd.DataFrame) -> dict:
     return out
 
 
+def _named(items: list) -> str:
+    """A cluster's questions for a one-line message: the first few, and how many more."""
+    head = ", ".join(items[:NAMED_ITEMS])
+    more = len(items) - NAMED_ITEMS
+    return f"{len(items)} questions ({head}{f' and {more} more' if more > 0 else ''})"
+
+
 def _warn(table: pd.DataFrame) -> None:
     found = clusters(table)
     if not found:
         return
     shown = list(found.items())[:NAMED_CLUSTERS]
-    text = "; ".join(f"{name}: {', '.join(items)}" for name, items in shown)
+    text = "; ".join(f"{name}: {_named(items)}" for name, items in shown)
     if len(found) > NAMED_CLUSTERS:
         text += f" and {len(found) - NAMED_CLUSTERS} more clusters"
     warnings.warn(
