@@ -8,6 +8,7 @@ checked against the arena term's definition with the facets' scores, term by ter
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -101,10 +102,8 @@ def test_the_grid_reads_each_judges_scores(judged_bank):
     root, bank, *_ = judged_bank
     assert bank.facets is not None and bank.facets.n_judges == 3
     resp = responses(root / "new_data", bank)
-    only_arena = resp.__class__(
-        **{**resp.__dict__, **{k: getattr(resp, k)[:0] for k in ("static_model", "static_item",
-                                                                   "static_y", "static_n")}}
-    )  # fmt: skip
+    cells = ("static_model", "static_item", "static_y", "static_n")
+    only_arena = dataclasses.replace(resp, **{k: getattr(resp, k)[:0] for k in cells})
     pairs = arena_pairs(bank, only_arena)
     assert len(pairs) and len(np.unique(pairs.judge)) == 3
     grids = np.linspace(-3, 3, 7)[None, :] + np.zeros((resp.n_models, 1))

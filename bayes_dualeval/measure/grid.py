@@ -134,7 +134,7 @@ def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
         keep &= ~both_bad
     item, judge = both["item"].to_numpy(), both["judge"].to_numpy()
     # the models of the pair's unit (its prompt as its judge scored it), the new one too
-    n_judges = int(judge_old.max()) + 1 if n_old else 1
+    n_judges = bank.facets.n_judges if bank.facets is not None else 1
     unit_models = np.bincount(
         judge_old * ds.n_items + ds.arena_item, minlength=ds.n_items * n_judges
     )

@@ -97,11 +97,6 @@ class ArenaTerm:
         """Whether prompts have item parameters (all but Bradley-Terry)."""
         return self.kind != "bt"
 
-    @property
-    def has_both_bad(self) -> bool:
-        """Whether both-bad pairs enter (the pairs likelihood with ``lambda_bb > 0``)."""
-        return self.kind == "pairs" and self.both_bad_weight > 0
-
     def score(self, value, gamma=1.0):
         """A cell's score without facets: ``gamma p``, or the ability itself under ``bt``.
 
