@@ -20,8 +20,9 @@ from numpyro.infer import Predictive
 
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.model.ability_priors import abilities, helmert_basis
+from bayes_dualeval.model.ability_priors import abilities
 from bayes_dualeval.model.config import ModelConfig, available_models, load_spec
+from bayes_dualeval.model.contrasts import helmert_basis
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
 from bayes_dualeval.model.links import log_sigmoid, softplus

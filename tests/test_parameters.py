@@ -27,6 +27,7 @@ from bayes_dualeval.posterior.idata import _site_dims
 
 def _dataset(judges=0):
     extra = {"judges": judges, "self_preference": 1.0, "style_effect": 0.5} if judges else {}
+    extra["graders"] = 3 if judges else 1  # the static labels' judges too
     static, arena, _ = simulate(6, 10, 7, missing=0.15, n_domains=2, seed=1, **extra)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -43,7 +44,7 @@ SPECS = {
     "reward": (ModelConfig(arena_likelihood="reward"), 0),
     "bt": (ModelConfig(mode="bt"), 0),
     "item features": (ModelConfig(), "features"),
-    "judges, families, style": (ModelConfig(), 3),
+    "judges, families, style, graders": (ModelConfig(), 3),
 }
 
 
@@ -69,7 +70,7 @@ def test_every_site_the_model_samples_is_declared_with_its_dimensions(name):
         # as many dimensions as axes (the posterior adds chain and draw)
         assert _site_dims(n, 2 + len(sites[n].shape)) is not None, (n, sites[n].shape)
     if extra == 3:
-        assert set(parameters.FACET_VALUES) <= set(seen)
+        assert set(parameters.FACET_VALUES + parameters.STATIC_SITES) <= set(seen)
 
 
 def test_an_undeclared_site_is_an_error():
@@ -80,8 +81,10 @@ def test_an_undeclared_site_is_an_error():
 def test_the_derived_lists_are_those_the_package_kept_by_hand():
     assert parameters.LIKELIHOOD_SITES == (
         "theta", "theta_domain", "theta_dims", "loading", "b", "a", "c", "d", "gamma",
-        "sigma", "level_c", "gamma_judge", "severity", "judge_bias", "style_coef",
+        "sigma", "level_c", "grader_severity", "gamma_judge", "severity", "judge_bias",
+        "style_coef",
     )  # fmt: skip
+    assert parameters.STATIC_SITES == ("grader_severity",)
     assert parameters.ARENA_SITES == (
         "gamma",
         "sigma",
@@ -91,7 +94,9 @@ def test_the_derived_lists_are_those_the_package_kept_by_hand():
         "judge_bias",
         "style_coef",
     )
-    assert fields_of("static_cell") == ("static_model", "static_item", "static_y", "static_n")
+    assert fields_of("static_cell") == (
+        "static_model", "static_item", "static_y", "static_n", "static_grader",
+    )  # fmt: skip
     assert fields_of("pair") == ("pair_i", "pair_j", "pair_w", "pair_t", "pair_item")
     sizes = fields_of("size")
     assert "n_models" in sizes and "pair_batch" in sizes and "static_y" not in sizes

@@ -32,7 +32,7 @@ def cell_probabilities(fit: FittedRun, d: np.ndarray) -> np.ndarray:
     """
     ds = fit.dataset
     plus = np.ones(len(ds.static_y), dtype=np.float32)
-    z = fit.label_logodds(d, ds.static_model, ds.static_item, plus)
+    z = fit.label_logodds(d, ds.static_model, ds.static_item, plus, grader=fit.static_graders())
     return links.sigmoid(z.astype(np.float64))
 
 

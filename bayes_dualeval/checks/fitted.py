@@ -21,7 +21,7 @@ from scipy import sparse
 from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
-from bayes_dualeval.model import links
+from bayes_dualeval.model import graders, links
 from bayes_dualeval.model.ability_map import AbilityMap, domain_map
 from bayes_dualeval.model.arena_term import win_probability
 from bayes_dualeval.model.facets import VALUES, Facets, arena_facets, scores
@@ -116,6 +116,10 @@ class FittedRun:
         ``judge_bias`` (D, J, F) and ``style_coef`` (D, C, J) present in the run, and
         ``arena`` (:class:`~bayes_dualeval.model.facets.ArenaFacets`, each cell's judge,
         family and standardised covariates). See :meth:`arena_scores`.
+    graders : tuple or None
+        With static labels from several graders (:mod:`bayes_dualeval.model.graders`):
+        the draws of ``grader_severity`` (D, G) and the graders' names (G,). Static
+        cells' linear predictors take their grader's shift (:meth:`eta`, ``grader``).
     """
 
     dataset: Dataset
@@ -129,6 +133,7 @@ class FittedRun:
     decisive: Decisive | None
     abilities: AbilityMap | None = None
     facets: dict | None = None
+    graders: tuple | None = None
 
     def arena_scores(self, d: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The arena cells' scores under draws ``d``, from their probabilities ``p`` (D, R).
@@ -190,30 +195,57 @@ class FittedRun:
         return values[k, runs[0]].repeat(runs[1])
 
     def eta(
-        self, d: np.ndarray, model: np.ndarray, item: np.ndarray, runs: tuple | None = None
+        self,
+        d: np.ndarray,
+        model: np.ndarray,
+        item: np.ndarray,
+        runs: tuple | None = None,
+        grader: np.ndarray | None = None,
     ) -> np.ndarray:
         """Linear predictor :func:`links.eta` of cells, shape (len(d), len(model)) float32.
 
         ``runs``, ``(items, lengths)`` when the cells come in runs of one item each (as
         ``item == np.repeat(items, lengths)``), lets the item parameters be repeated
-        instead of gathered.
+        instead of gathered. ``grader``: static cells' graders (:meth:`static_graders`),
+        whose severities shift them (:func:`bayes_dualeval.model.graders.shift`).
         """
         out = np.empty((len(d), len(model)), dtype=np.float32)
+        severity = None if self.graders is None or grader is None else self.graders[0]
         for row, k in zip(out, d, strict=True):
             b, a = (self._item(name, k, item, runs) for name in ("b", "a"))
-            row[:] = links.eta(self.ability(k, model, item), b, a)
+            eta = links.eta(self.ability(k, model, item), b, a)
+            row[:] = graders.shift(eta, None if severity is None else severity[k], grader)
         return out
 
+    def static_graders(self, judge: np.ndarray | None = None) -> np.ndarray | None:
+        """Each static cell's grader, from its judge (index into the dataset's judges).
+
+        ``judge`` None: the fitted dataset's static cells. None without several graders.
+        """
+        if self.graders is None:
+            return None
+        ds = self.dataset
+        judge = ds.static_judge if judge is None else judge
+        names = np.asarray(ds.judges)[np.asarray(judge, np.int64)].astype(str)
+        return np.searchsorted(self.graders[1], names).astype(np.int64)
+
     def label_logodds(
-        self, d: np.ndarray, model: np.ndarray, item: np.ndarray, sign: np.ndarray, runs=None
+        self,
+        d: np.ndarray,
+        model: np.ndarray,
+        item: np.ndarray,
+        sign: np.ndarray,
+        runs=None,
+        grader: np.ndarray | None = None,
     ) -> np.ndarray:
         """Log-odds ``log P(y) - log P(1 - y)`` of the observed labels ``y`` of static cells.
 
         ``sign`` is +1 for a success and -1 for a failure (float32). Shape (len(d),
         len(model)) float32. Without asymptotes this is ``sign * eta``; under 3PL/4PL it
         comes from :func:`links.log_probabilities` with the items' ``c`` and ``d``.
+        ``grader`` as for :meth:`eta`.
         """
-        z = self.eta(d, model, item, runs)
+        z = self.eta(d, model, item, runs, grader)
         if self.link.asymptotes:
             with np.errstate(divide="ignore"):
                 for row, k in zip(z, d, strict=True):
@@ -325,7 +357,16 @@ def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -
         decisive=decisive,
         abilities=_ability_map(idata, dataset),
         facets=_facets(idata, dataset) if arena == "pairs" else None,
+        graders=_graders(idata, dataset) if use_static else None,
     )
+
+
+def _graders(idata, dataset: Dataset) -> tuple | None:
+    """The graders' severity draws and names (see FittedRun), or None with one grader."""
+    severity = _var(idata, graders.SITE)
+    if severity is None:
+        return None
+    return severity, graders.graders(dataset)[0]
 
 
 def _facets(idata, dataset: Dataset) -> dict | None:

@@ -126,7 +126,8 @@ def _mean_log_score(target: np.ndarray, p: np.ndarray, weights=None) -> float:
 
 def _static_probability(fit: FittedRun, d: np.ndarray, held: HeldOut) -> np.ndarray:
     """Posterior predictive probability of success of the held-out static cells."""
-    eta = fit.eta(d, held.static_model, held.static_item).astype(np.float64)
+    grader = fit.static_graders(held.static_judge)
+    eta = fit.eta(d, held.static_model, held.static_item, grader=grader).astype(np.float64)
     floor, ceiling = (
         None if fit.items[name] is None else fit.items[name][np.ix_(d, held.static_item)]
         for name in ("c", "d")

@@ -58,7 +58,7 @@ def cell_success(fit: FittedRun, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """
     ds = fit.dataset
     item = ds.static_item
-    eta = fit.eta(d, ds.static_model, item).astype(np.float64)
+    eta = fit.eta(d, ds.static_model, item, grader=fit.static_graders()).astype(np.float64)
     par = {
         name: None if v is None else v[np.ix_(d, item)].astype(np.float64)
         for name, v in fit.items.items()

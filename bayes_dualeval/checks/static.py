@@ -41,7 +41,7 @@ class StaticPass:
     n_draws: int
     n_rep: int = 0
     item_ppp: np.ndarray | None = None  # (Q,), NaN for non-static items
-    item_hist: np.ndarray | None = None  # (Q_static, most answers + 1): replicated correct
+    item_hist: np.ndarray | None = None  # (Q_static, most cells + 1): replicated correct
     model_correct: np.ndarray | None = None  # (n_rep, M): replicated correct answers
 
 
@@ -90,17 +90,22 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
     n_models = ds.n_models
     order, starts, seg_items = segments(ds.static_item)
     item, model = ds.static_item[order], ds.static_model[order]
+    grader = fit.static_graders()
+    grader = None if grader is None else grader[order]
     y = ds.static_y[order] > 0
     sign = np.where(y, 1.0, -1.0).astype(np.float32)
     n_cells, n_first = len(y), len(draws)
     runs = (seg_items, np.diff(np.r_[starts, n_cells]))
+    # replicated correct counts per item range over 0..its cells (one per model, or per
+    # model and grader with several graders)
+    width = int(runs[1].max()) + 1 if n_cells else 1
     rep = draws if rng is None else replicate_index(draws)
     total = np.zeros(n_cells)
     greater = np.zeros(len(starts))
     equal = np.zeros(len(starts))
-    hist = np.zeros(len(starts) * (n_models + 1), dtype=np.int64)
+    hist = np.zeros(len(starts) * width, dtype=np.int64)
     model_correct = np.zeros((len(rep), n_models))
-    offset = np.arange(len(starts)) * (n_models + 1)
+    offset = np.arange(len(starts)) * width
     correct_item = np.add.reduceat(y.astype(np.float32), starts) if n_cells else np.zeros(0)
     correct_model = np.bincount(model, weights=y, minlength=n_models)
     per_model = ModelSums(model, n_models)
@@ -111,7 +116,7 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
 
     def chunk(k):
         d, done, stream = pieces[k], starts_of[k], streams[k]
-        z = fit.label_logodds(d, model, item, sign, runs)
+        z = fit.label_logodds(d, model, item, sign, runs, grader)
         s = links.sigmoid(z)  # P(y_rep = y), precise in the lower tail
         first = min(len(d), max(n_first - done, 0))
         part = {"total": s[:first].sum(axis=0) if first else None}
@@ -159,10 +164,10 @@ def static_pass(fit: FittedRun, draws: np.ndarray, rng: np.random.Generator | No
     ppp = np.full(ds.n_items, np.nan)
     ppp[seg_items] = (greater + 0.5 * equal) / n_rep
     static_items = ds.static_items
-    item_hist = np.zeros((len(static_items), n_models + 1), dtype=np.int64)
+    item_hist = np.zeros((len(static_items), width), dtype=np.int64)
     col = np.full(ds.n_items, -1)
     col[static_items] = np.arange(len(static_items))
-    item_hist[col[seg_items]] = hist.reshape(len(starts), n_models + 1)
+    item_hist[col[seg_items]] = hist.reshape(len(starts), width)
     return StaticPass(
         cells=cells,
         mean_p=mean_p,

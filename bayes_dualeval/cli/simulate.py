@@ -140,6 +140,14 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     help="Reward per unit of the rows' length covariate (the weakest third of the models "
     "the most verbose); fit it with --style length.",
 )
+@click.option(
+    "--graders",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Graders labelling every static answer, each with its own severity on the pass "
+    "rate; rows get a judge field (docs/simulator.md).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -165,6 +173,7 @@ def simulate(
     judges,
     self_preference,
     style_effect,
+    graders,
     seed,
     force,
 ):
@@ -210,6 +219,7 @@ def simulate(
         judges=judges,
         self_preference=self_preference,
         style_effect=style_effect,
+        graders=graders,
         seed=seed,
     )
     for path in simulated.files:

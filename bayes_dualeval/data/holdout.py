@@ -45,6 +45,8 @@ class HeldOut:
     arena_model, arena_item : numpy.ndarray of int32
     arena_z : numpy.ndarray of float64
         Normalised rewards, on the scale the fitted rows have.
+    static_judge : numpy.ndarray of int32
+        The judge of each held-out static cell (index into the dataset's judges).
     """
 
     share: float
@@ -56,6 +58,7 @@ class HeldOut:
     arena_model: np.ndarray
     arena_item: np.ndarray
     arena_z: np.ndarray
+    static_judge: np.ndarray
 
     @property
     def n_static(self) -> int:
@@ -129,6 +132,7 @@ def hold_out(dataset: Dataset, share: float, seed: int = 0) -> tuple[Dataset, He
         arena_model=dataset.arena_model[~keep_r],
         arena_item=dataset.arena_item[~keep_r],
         arena_z=dataset.arena_z[~keep_r],
+        static_judge=dataset.static_judge[~keep_s],
     )
     return fitted, held
 

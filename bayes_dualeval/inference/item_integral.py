@@ -22,7 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 
-from bayes_dualeval.model import facets, parameters
+from bayes_dualeval.model import facets, graders, parameters
 from bayes_dualeval.model.ability_map import domain_map
 from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
@@ -33,6 +33,8 @@ ITEM_PLATE = "item"
 ITEM_TARGETS = {"b_raw": "b", "b_rel": "b", "log_a_raw": "a", "log_a": "a"}
 #: Global sites the arena likelihood reads besides abilities and items.
 ARENA_SITES = parameters.ARENA_SITES
+#: ... and the static likelihood beyond them (the graders' severities).
+STATIC_SITES = parameters.STATIC_SITES
 #: Gauss-Hermite nodes per item dimension (``b`` alone under 1PL, ``b`` and ``log a``).
 NODES = {1: 7, 2: 3}
 #: Inner Newton solve: iteration cap and tolerance on the squared Newton decrement.
@@ -105,7 +107,7 @@ class ItemIntegral:
             scale.append(jnp.abs(k) * jnp.broadcast_to(fn.scale, (q,)))
             origin.append(x0)
             slope.append(k)
-        extra = {n: tr0[n]["value"] if n in tr0 else None for n in ARENA_SITES}
+        extra = {n: tr0[n]["value"] if n in tr0 else None for n in ARENA_SITES + STATIC_SITES}
         prior = (jnp.stack(loc), jnp.stack(scale), jnp.stack(origin), jnp.stack(slope))
         theta = tr0["theta"]["value"]
         if "theta_domain" in tr0:
@@ -119,7 +121,7 @@ class ItemIntegral:
         a = jnp.exp(x[1]) if self.dim == 2 else None
         total = jnp.zeros(self.n_items)
         if inputs.has_static:
-            cells = static_loglik(theta, a, b, inputs)
+            cells = static_loglik(theta, a, b, inputs, severity=extra.get(graders.SITE))
             per_item = jax.ops.segment_sum(cells, inputs.static_item, self.n_items)
             total = total + config.lambda_static * per_item
         if inputs.has_arena:

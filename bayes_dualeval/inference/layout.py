@@ -44,6 +44,7 @@ import numpy as np
 from bayes_dualeval.model.arena_matrix import BOTH_BAD, CELLS, LINEAR, ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.facets import has_facets
+from bayes_dualeval.model.graders import has_graders
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.spec import DualEvalModel
 
@@ -66,12 +67,13 @@ PAIR_COVERAGE_PER_MODEL = 0.02
 def static_layout(inputs: ModelInputs) -> str:
     """``"matrix"`` or ``"cells"``: how NUTS reads these static labels ("none" without any).
 
-    The matrix where at least :data:`MATRIX_COVERAGE` of it is observed, and the likelihood
-    is not estimated from random batches of cells.
+    The matrix where at least :data:`MATRIX_COVERAGE` of it is observed, the likelihood
+    is not estimated from random batches of cells, and one grader gave every label (the
+    matrix holds one cell per model and item; graders' severities shift cells apart).
     """
     if not inputs.has_static:
         return "none"
-    if inputs.static_batch or static_coverage(inputs) < MATRIX_COVERAGE:
+    if inputs.static_batch or has_graders(inputs) or static_coverage(inputs) < MATRIX_COVERAGE:
         return "cells"
     return "matrix"
 

@@ -25,7 +25,7 @@ from bayes_dualeval import __version__
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure.approximate import check_posterior
-from bayes_dualeval.model import links
+from bayes_dualeval.model import graders, links
 from bayes_dualeval.model.facets import ArenaFacets, arena_facets
 from bayes_dualeval.model.spec import DualEvalModel
 from bayes_dualeval.posterior.summaries import draws_of
@@ -132,6 +132,13 @@ class Bank:
             raise InputError(
                 f"bank {run_dir} has {kind}; scoring, short forms and adaptive tests "
                 "measure one ability: fit the bank with abilities 'single' and dims 1"
+            )
+        if graders.SITE in idata.posterior:
+            names, _ = graders.graders(dataset)
+            raise InputError(
+                f"bank {run_dir} grades its static labels by {len(names)} judges, whose "
+                "severities scoring, short forms and adaptive tests do not model yet: fit "
+                "the bank with one grader's labels"
             )
         facets = arena_facets(dataset, len(dataset.arena_z) > 0)
         facets = facets if facets.present else None

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from scipy.linalg import helmert
 
 from bayes_dualeval.model.ability_map import AbilityMap, domain_map
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.contrasts import helmert_basis
 from bayes_dualeval.model.inputs import ModelInputs
 
 
@@ -169,8 +168,3 @@ def domain_abilities(inputs: ModelInputs, config: ModelConfig, theta):
 
 #: Prior sd of a domain's mean loading logits (``mu_loading``).
 LOADING_LOC_SCALE = 1.5
-
-
-def helmert_basis(m: int) -> np.ndarray:
-    """Orthonormal basis (m, m - 1) of the vectors that sum to zero (Helmert contrasts)."""
-    return helmert(m).T.astype(np.float32)

@@ -24,6 +24,17 @@ prompt ``q`` and judge ``k``:
   covariate ``m`` (``length``...), covariates standardised over the arena cells, as
   LMArena's style control does for Bradley-Terry.
 
+The sum-to-zero parts are sampled in coordinates that have no redundant direction: the
+centred draws :math:`r - \bar r` of ``K`` independent normals are exactly ``H u`` with ``H``
+the Helmert basis of the vectors that sum to zero and ``u`` ``K - 1`` independent normals
+of the same scale (and the doubly centred biases ``H_J U H_F^T``), so ``gamma_judge_raw``
+and ``severity_raw`` have ``K - 1`` entries and ``bias_raw`` ``(K - 1) x (F - 1)``. The
+prior, and so the posterior, of every facet is what the centred form gives; only the
+sampler's coordinates change. In the centred form the mean of the raw draws is read by
+nothing (it keeps its prior's width) while the data pin their differences: a direction
+hundreds of times wider than the others, which a diagonal metric cannot follow (the step
+size fell fivefold with three judges).
+
 Pairs are formed within a prompt and a judge (a *unit*), so a pair's logit is
 :math:`s_i - s_j`; abilities are then judge-adjusted and style-adjusted. Each part is
 present only when the data can identify it: judge parameters with two judges or more of
@@ -45,6 +56,7 @@ import numpyro.distributions as dist
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import parameters
+from bayes_dualeval.model.contrasts import helmert_basis
 
 if TYPE_CHECKING:
     from bayes_dualeval.model.inputs import ModelInputs
@@ -194,19 +206,21 @@ def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | 
     gamma_k = jnp.reshape(gamma, (1,))
     sev = bias = style = None
     if judges > 1:
-        raw = numpyro.sample("gamma_judge_raw", _standard((judges,)))
+        over_judges = helmert_basis(judges)
+        raw = numpyro.sample("gamma_judge_raw", _standard((judges - 1,)))
         tau = numpyro.sample("tau_gamma_judge", dist.HalfNormal(TAU_GAMMA))
-        gamma_k = numpyro.deterministic("gamma_judge", gamma * jnp.exp(tau * (raw - raw.mean())))
+        gamma_k = numpyro.deterministic("gamma_judge", gamma * jnp.exp(tau * (over_judges @ raw)))
         if severity:
             # a fixed scale: every judge's level is read from all its prompts, so a learned
             # spread over a few judges only made a funnel (divergences near it)
-            raw = numpyro.sample("severity_raw", _standard((judges,), SEVERITY_SCALE))
-            sev = numpyro.deterministic("severity", raw - raw.mean())
+            raw = numpyro.sample("severity_raw", _standard((judges - 1,), SEVERITY_SCALE))
+            sev = numpyro.deterministic("severity", over_judges @ raw)
     if has_bias(inputs):
-        raw = numpyro.sample("bias_raw", _standard((judges, inputs.n_families)))
+        over_families = helmert_basis(inputs.n_families)
+        raw = numpyro.sample("bias_raw", _standard((judges - 1, inputs.n_families - 1)))
         tau = numpyro.sample("tau_bias", dist.HalfNormal(TAU_BIAS))
-        centred = raw - raw.mean(axis=0, keepdims=True) - raw.mean(axis=1, keepdims=True)
-        bias = numpyro.deterministic("judge_bias", tau * (centred + raw.mean()))
+        centred = over_judges @ raw @ over_families.T
+        bias = numpyro.deterministic("judge_bias", tau * centred)
     n_style = inputs.arena_style.shape[1]
     if n_style:
         style = numpyro.sample("style_coef", _standard((n_style, judges), STYLE_SCALE))

@@ -27,6 +27,7 @@ from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model.arena_matrix import ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.facets import arena_facets
+from bayes_dualeval.model.graders import graders
 from bayes_dualeval.model.pilot import centring, prompt_level
 from bayes_dualeval.model.spec import DualEvalModel
 
@@ -48,7 +49,7 @@ class ModelInputs:
     Attributes
     ----------
     n_models, n_items, n_groups, n_level_groups, n_static_items : int
-    n_anchored, n_centred, n_domains, n_judges, n_families : int
+    n_anchored, n_centred, n_domains, n_judges, n_families, n_graders : int
         Sizes (static metadata of the pytree); ``n_level_groups`` counts the item groups
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
@@ -58,7 +59,8 @@ class ModelInputs:
         ``centred="none"``; whoever replaces ``centring`` sets both counts with it),
         ``n_domains`` the item domains that have
         abilities of their own under ``abilities = "domain"``, or loading profiles of
-        their own with ``dims > 1`` (else 0).
+        their own with ``dims > 1`` (else 0); ``n_judges`` counts the arena's judges,
+        ``n_graders`` the judges of the static labels (:mod:`bayes_dualeval.model.graders`).
     item_group : jax.Array of int32, shape (Q,)
     item_domain : jax.Array of int32, shape (Q,)
         Each item's domain, ``n_domains`` for an item without one: its column in the
@@ -76,6 +78,9 @@ class ModelInputs:
         ``n`` answers, ``k`` of them correct
         (:class:`~bayes_dualeval.model.likelihood.IRTBernoulli` weighs by it); a padded
         cell adds nothing.
+    static_grader : jax.Array of int32, shape (S,)
+        Each static cell's grader among the ``n_graders`` (all 0 with one grader; read
+        only with two or more: :func:`~bayes_dualeval.model.graders.shift`).
     static_items : jax.Array of int32, shape (n_static_items,)
         The items that have static labels (where 3PL/4PL floors and ceilings live).
     arena_model, arena_item : jax.Array of int32, shape (R,)
@@ -166,12 +171,14 @@ class ModelInputs:
     n_domains: int = dataclasses.field(metadata=SIZE)
     n_judges: int = dataclasses.field(metadata=SIZE)
     n_families: int = dataclasses.field(metadata=SIZE)
+    n_graders: int = dataclasses.field(metadata=SIZE)
     item_group: jax.Array
     item_domain: jax.Array
     static_model: jax.Array = dataclasses.field(metadata=STATIC_CELL)
     static_item: jax.Array = dataclasses.field(metadata=STATIC_CELL)
     static_y: jax.Array = dataclasses.field(metadata=STATIC_CELL)
     static_n: jax.Array = dataclasses.field(metadata=STATIC_CELL)
+    static_grader: jax.Array = dataclasses.field(metadata=STATIC_CELL)
     static_items: jax.Array
     arena_model: jax.Array
     arena_item: jax.Array
@@ -317,6 +324,7 @@ def build_inputs(
     s_item = dataset.static_item if use_static else empty_i
     s_y = dataset.static_share.astype(f32) if use_static else empty_f
     s_n = dataset.static_n.astype(f32) if use_static else empty_f
+    grader_names, s_grader = graders(dataset) if use_static else (np.array([""]), empty_i)
     r_model = dataset.arena_model if use_arena else empty_i
     r_item = dataset.arena_item if use_arena else empty_i
     r_z = dataset.arena_z.astype(f32) if use_arena else empty_f
@@ -394,12 +402,14 @@ def build_inputs(
         n_domains=n_domains,
         n_judges=facet.n_judges,
         n_families=facet.n_families,
+        n_graders=len(grader_names),
         item_group=jnp.asarray(dataset.item_group, dtype=jnp.int32),
         item_domain=jnp.asarray(item_domain, dtype=jnp.int32),
         static_model=jnp.asarray(s_model, dtype=jnp.int32),
         static_item=jnp.asarray(s_item, dtype=jnp.int32),
         static_y=jnp.asarray(s_y),
         static_n=jnp.asarray(s_n),
+        static_grader=jnp.asarray(s_grader, dtype=jnp.int32),
         static_items=jnp.asarray(static_items),
         arena_model=jnp.asarray(r_model, dtype=jnp.int32),
         arena_item=jnp.asarray(r_item, dtype=jnp.int32),

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from bayes_dualeval.model import arena_matrix, arena_term, links
+from bayes_dualeval.model import arena_matrix, arena_term, graders, links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.arena_term import ArenaTerm
 from bayes_dualeval.model.config import ModelConfig
@@ -98,17 +98,24 @@ def cell_eta(theta, a, b, model, item):
     return links.eta(ability, b[item], None if a is None else a[item])
 
 
-def static_distribution(theta, a, b, inputs: ModelInputs, c=None, d=None) -> IRTBernoulli:
-    """The distribution of every static label, batch shape (S,), weighted by ``static_n``."""
+def static_distribution(
+    theta, a, b, inputs: ModelInputs, c=None, d=None, severity=None
+) -> IRTBernoulli:
+    """The distribution of every static label, batch shape (S,), weighted by ``static_n``.
+
+    ``severity``: the graders' severities (:mod:`bayes_dualeval.model.graders`), None with
+    one grader.
+    """
     item = inputs.static_item
     eta = cell_eta(theta, a, b, inputs.static_model, item)
+    eta = graders.shift(eta, severity, inputs.static_grader)
     c, d = (None if x is None else x[item] for x in (c, d))
     return IRTBernoulli(eta, c, d, inputs.static_n)
 
 
-def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
+def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None, severity=None):
     """Log likelihood of each static cell's answers, shape (S,); 0 for a padded cell."""
-    return static_distribution(theta, a, b, inputs, c, d).log_prob(inputs.static_y)
+    return static_distribution(theta, a, b, inputs, c, d, severity).log_prob(inputs.static_y)
 
 
 def static_matrix_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):

@@ -9,6 +9,8 @@ package reads what it needs of them from here rather than keeping lists of its o
   of :mod:`bayes_dualeval.posterior.loglik` keeps only these of each draw);
 * the sites the arena term reads beyond the items' parameters (:data:`ARENA_SITES`:
   MAP's item likelihood, :mod:`bayes_dualeval.inference.item_integral`, passes them on);
+* the sites the static labels read beyond the items' parameters (:data:`STATIC_SITES`:
+  the graders' severities, :mod:`bayes_dualeval.model.graders`);
 * the facets' values (:data:`FACET_VALUES`, :mod:`bayes_dualeval.model.facets`).
 
 A site the model samples and this table lacks is an error where the posterior is built
@@ -22,9 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: What a site is: an ability, an item parameter, a hyperparameter of either, a parameter
-#: of the arena term, a facet of the arena (judges, family biases, style), or a raw
-#: coordinate that a deterministic site transforms.
-ROLES = ("ability", "item", "hyper", "arena", "facet", "raw")
+#: of the arena term, a facet of the arena (judges, family biases, style), a parameter of
+#: the static labels beyond the items' (the graders' severities), or a raw coordinate
+#: that a deterministic site transforms.
+ROLES = ("ability", "item", "hyper", "arena", "facet", "static", "raw")
 
 
 @dataclass(frozen=True)
@@ -96,15 +99,18 @@ _ABILITY_AND_ITEM_SITES = (
     _p("gamma", (), "arena", read=True),
     _p("sigma", (), "arena", read=True),
     _p("level_c", ("arena_source",), "arena", read=True),
+    # the graders of static labels (bayes_dualeval.model.graders)
+    _p("grader_severity_raw", ("grader_contrast",), "raw"),
+    _p("grader_severity", ("grader",), "static", read=True),
 )
 #: The arena's facets, in the order the model samples them.
 _FACET_SITES = (
-    _p("gamma_judge_raw", ("judge",), "raw"),
+    _p("gamma_judge_raw", ("judge_contrast",), "raw"),
     _p("tau_gamma_judge", (), "hyper"),
     _p("gamma_judge", ("judge",), "facet", read=True),
-    _p("severity_raw", ("judge",), "raw"),
+    _p("severity_raw", ("judge_contrast",), "raw"),
     _p("severity", ("judge",), "facet", read=True),
-    _p("bias_raw", ("judge", "family"), "raw"),
+    _p("bias_raw", ("judge_contrast", "family_contrast"), "raw"),
     _p("tau_bias", (), "hyper"),
     _p("judge_bias", ("judge", "family"), "facet", read=True),
     _p("style_coef", ("covariate", "judge"), "facet", read=True),
@@ -119,6 +125,8 @@ SITE_DIMS = {p.name: p.dims for p in PARAMETERS}
 LIKELIHOOD_SITES = tuple(p.name for p in PARAMETERS if p.read)
 #: The sites the arena term reads beyond the items' parameters and the abilities.
 ARENA_SITES = tuple(p.name for p in PARAMETERS if p.read and p.role in ("arena", "facet"))
+#: The sites the static labels read beyond the items' parameters and the abilities.
+STATIC_SITES = tuple(p.name for p in PARAMETERS if p.read and p.role == "static")
 #: The facet values the likelihood reads.
 FACET_VALUES = tuple(p.name for p in PARAMETERS if p.read and p.role == "facet")
 #: Every facet site, raw coordinates and scales included.

@@ -20,7 +20,12 @@ The generative process (documented in ``docs/simulator.md``):
    of its own family ``f_k`` (models are spread over ``K`` families, one per judge), and a
    style effect ``e`` on a ``length`` covariate (standard normal, plus 1.5 for the weakest
    third of the models: they are the most verbose). Rows carry ``judge``, ``family`` and
-   ``length`` fields; these draws come from a generator of their own.
+   ``length`` fields; these draws come from a generator of their own;
+8. with ``graders = G > 1``, every static answer is labelled by each of ``G`` graders
+   (rows with a ``judge`` field ``grader-a``, ...): grader ``g`` passes it with
+   probability ``sigmoid(logit(p_iq) - s_g)``, a severity ``s_g ~ Normal(0,
+   grader_severity_sd)``, independently of the other graders and from a generator of its
+   own. The truth's ``graders`` holds each one's severity.
 
 The truth records ``gamma``: the slope of z-normalised rewards on ``p``, i.e.
 ``gamma_reward / sd(r)``, which is what the model's ``gamma`` estimates (attenuated by
@@ -39,7 +44,7 @@ from bayes_dualeval.core import atomic, item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.model import links
-from bayes_dualeval.model.simulate_facets import judged, repeated
+from bayes_dualeval.model.simulate_facets import graded, judged, repeated
 
 MODEL_NAMES = (
     "atlas-70b", "borealis-8b", "cirrus-34b", "delta-13b", "ember-7b", "fjord-405b",
@@ -87,6 +92,8 @@ def simulate(
     style_effect: float = 0.0,
     judge_severity_sd: float = 0.5,
     judge_slope_sd: float = 0.3,
+    graders: int = 1,
+    grader_severity_sd: float = 1.0,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -150,6 +157,10 @@ def simulate(
         Reward per unit of the ``length`` covariate (every judge alike).
     judge_severity_sd, judge_slope_sd : float
         Spread of the judges' severities and log slopes.
+    graders, grader_severity_sd : int, float
+        Graders labelling every static answer (step 8 of the module), each with a
+        severity on the pass rate's logit, ``Normal(0, grader_severity_sd)``; 1: the
+        labels as above.
     seed : int
         Seed of the NumPy generator.
 
@@ -234,8 +245,13 @@ def simulate(
             "domain": dom_s[qi],
         }
     )
+    p_cell = p_s[mi, qi]
     if samples > 1:
-        static = repeated(static, p_s[mi, qi], samples, seed)
+        static = repeated(static, p_cell, samples, seed)
+        p_cell = np.tile(p_cell, samples)
+    severities = None
+    if graders > 1:
+        static, severities = graded(static, p_cell, graders, grader_severity_sd, seed)
     mi, qi = np.nonzero(keep_r)
     prompt_ids = np.array([f"{d}_prompt_{k:04d}" for d, k in zip(dom_r, idx_r, strict=True)])
     arena = pd.DataFrame(
@@ -298,6 +314,9 @@ def simulate(
         truth["judges"] = scored["judges"]
         truth["family"] = scored["family"]
         truth["gamma"] = gamma_reward / float(arena["reward"].std())
+    if severities is not None:
+        truth["settings"].update(graders=graders, grader_severity_sd=grader_severity_sd)
+        truth["graders"] = severities
     if features is not None:
         truth["settings"].update(item_features=item_features, feature_share=feature_share)
         features.insert(0, "item", [*static_ids, *arena_ids])

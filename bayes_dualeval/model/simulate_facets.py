@@ -59,3 +59,23 @@ def repeated(static: pd.DataFrame, p: np.ndarray, samples: int, seed: int) -> pd
     for k, row in enumerate(extra, start=1):
         parts.append(static.assign(correct=row.astype(int), sample=k))
     return pd.concat(parts, ignore_index=True)
+
+
+def graded(static: pd.DataFrame, p: np.ndarray, graders: int, severity_sd: float, seed: int):
+    """``static`` (one row per answer, success probability ``p``) graded by ``graders`` graders.
+
+    Each answer is labelled by every grader: grader ``g`` passes it with probability
+    ``sigmoid(logit(p) - s_g)``, a severity ``s_g ~ Normal(0, severity_sd)`` (positive:
+    strict), independently of the other graders, from a generator of its own (seeded by
+    ``seed``). Returns the rows (a ``judge`` field added: ``grader-a``, ...) and each
+    grader's severity.
+    """
+    rng = np.random.default_rng([seed, 3])
+    severity = rng.normal(0.0, severity_sd, graders)
+    names = [f"grader-{chr(ord('a') + k)}" for k in range(graders)]
+    logit = np.log(p) - np.log1p(-p)
+    parts = []
+    for name, s in zip(names, severity, strict=True):
+        passed = rng.random(len(p)) < 1.0 / (1.0 + np.exp(-(logit - s)))
+        parts.append(static.assign(correct=passed.astype(int), judge=name))
+    return pd.concat(parts, ignore_index=True), dict(zip(names, severity.tolist(), strict=True))

@@ -20,7 +20,7 @@ import itertools
 
 import numpy as np
 
-from bayes_dualeval.model.ability_priors import helmert_basis
+from bayes_dualeval.model.contrasts import helmert_basis
 
 #: Sites with a last axis of ability dimensions, permuted together.
 DIMENSION_SITES = ("theta_dims", "theta_contrast", "loading")

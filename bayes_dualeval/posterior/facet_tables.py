@@ -10,7 +10,10 @@
   rows on that family's models;
 * ``style.csv``: one row per style covariate and judge, the coefficient (per standard
   deviation of the covariate) with its interval, and the standardisation the fit applied
-  (``covariate_mean``, ``covariate_sd``), so a coefficient converts to raw units.
+  (``covariate_mean``, ``covariate_sd``), so a coefficient converts to raw units;
+* ``graders.csv``: one row per judge of the static labels (with two or more:
+  :mod:`bayes_dualeval.model.graders`), its labels, models and items, its raw pass rate,
+  and its severity on the pass rate's logit (positive: strict) with its interval.
 
 Empty tables (with their columns) where the run has no such facet.
 """
@@ -22,6 +25,7 @@ import pandas as pd
 from scipy import stats
 
 from bayes_dualeval.data.dataset import Dataset
+from bayes_dualeval.model import graders
 from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.posterior.summaries import draws_of, interval
 
@@ -33,15 +37,20 @@ BIAS_COLUMNS = ("judge", "family", "bias_mean", "bias_lo", "bias_hi", "p_positiv
 STYLE_COLUMNS = (
     "covariate", "judge", "coef_mean", "coef_lo", "coef_hi", "covariate_mean", "covariate_sd",
 )  # fmt: skip
+GRADER_COLUMNS = (
+    "judge", "n_labels", "n_models", "n_items", "pass_rate",
+    "severity_mean", "severity_lo", "severity_hi",
+)  # fmt: skip
 #: Fewest models two judges must share for ``agreement``.
 MIN_SHARED = 3
 
 
 def facet_tables(idata, dataset: Dataset, ci: float) -> dict[str, pd.DataFrame]:
-    """``{"judges": ..., "judge_bias": ..., "style": ...}`` of a run (see the module).
+    """``{"judges": ..., "judge_bias": ..., "style": ..., "graders": ...}`` of a run.
 
-    Only the tables the run has a facet for: judges with two judges or more of the arena,
-    biases where they were fitted, style with style covariates.
+    Only the tables the run has a facet for (see the module): judges with two judges or
+    more of the arena, biases where they were fitted, style with style covariates, graders
+    with two judges or more of the static labels.
     """
     post = idata.posterior
     facet = arena_facets(dataset, len(dataset.arena_z) > 0)
@@ -52,7 +61,36 @@ def facet_tables(idata, dataset: Dataset, ci: float) -> dict[str, pd.DataFrame]:
         out["judge_bias"] = bias_table(idata, dataset, ci)
     if "style_coef" in post:
         out["style"] = style_table(idata, dataset, ci)
+    if graders.SITE in post:
+        out["graders"] = grader_table(idata, dataset, ci)
     return out
+
+
+def grader_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
+    """``graders.csv`` (see the module)."""
+    names, grader = graders.graders(dataset)
+    g = len(names)
+    severity = _summary(draws_of(idata, graders.SITE), ci)
+    n = np.asarray(dataset.static_n, np.float64)
+    labels = np.bincount(grader, weights=n, minlength=g)
+    correct = np.bincount(grader, weights=dataset.static_y, minlength=g)
+
+    def distinct(axis: np.ndarray) -> list[int]:
+        return [len(np.unique(axis[grader == k])) for k in range(g)]
+
+    return pd.DataFrame(
+        {
+            "judge": names,
+            "n_labels": labels.astype(int),
+            "n_models": distinct(dataset.static_model),
+            "n_items": distinct(dataset.static_item),
+            "pass_rate": correct / np.maximum(labels, 1.0),
+            "severity_mean": severity[0],
+            "severity_lo": severity[1],
+            "severity_hi": severity[2],
+        },
+        columns=list(GRADER_COLUMNS),
+    )
 
 
 def _summary(draws: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
-from bayes_dualeval.model import facets, parameters
+from bayes_dualeval.model import facets, graders, parameters
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.spec import DualEvalModel
@@ -64,6 +64,13 @@ def _coords(dataset: Dataset, samples: dict) -> dict:
         extra["judge"] = facet.judges
         extra["family"] = facet.families
         extra["covariate"] = list(dataset.style)
+        # the judges' and families' sum-to-zero coordinates (Helmert contrasts)
+        extra["judge_contrast"] = np.arange(max(len(facet.judges) - 1, 0))
+        extra["family_contrast"] = np.arange(max(len(facet.families) - 1, 0))
+    if graders.SITE in samples:  # the judges of the static labels
+        names, _ = graders.graders(dataset)
+        extra["grader"] = names
+        extra["grader_contrast"] = np.arange(len(names) - 1)
     if "theta_dims" in samples:
         k = samples["theta_dims"].shape[-1]
         extra["dimension"] = np.arange(1, k + 1)

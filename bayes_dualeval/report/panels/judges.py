@@ -23,9 +23,35 @@ def judges(doc: Markup, ctx: ReportContext) -> None:
     tables = ctx.result.tables
     table = tables.get("judges")
     style = tables.get("style")
-    if table is None and style is None:
-        doc.note("One judge scored the arena and no style covariates were given.")
+    graders = tables.get("graders")
+    if table is None and style is None and graders is None:
+        doc.note(
+            "One judge scored the arena, one graded the static labels, and no style "
+            "covariates were given."
+        )
         return
+    if graders is not None:
+        doc.para(
+            f"{len(graders)} judges graded the static labels. Each has a severity on the "
+            "pass rate's log-odds (positive: stricter than the average grader, at the same "
+            "ability and item); abilities and item difficulties are grader-adjusted. The "
+            "full table is graders.csv."
+        )
+        frame = pd.DataFrame(
+            {
+                "grader": graders["judge"],
+                "labels": graders["n_labels"].astype(str),
+                "models": graders["n_models"].astype(str),
+                "pass rate": [num(x, ".2f") for x in graders["pass_rate"]],
+                "severity": _interval(
+                    graders["severity_mean"],
+                    graders["severity_lo"],
+                    graders["severity_hi"],
+                    "+.2f",
+                ),  # fmt: skip
+            }
+        )
+        doc.table(frame, names=("grader",))
     if table is not None:
         doc.para(
             f"{len(table)} judges scored the arena. Each has its own discrimination (how "
