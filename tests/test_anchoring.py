@@ -19,6 +19,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.start import init_strategy, level_start
 from bayes_dualeval.model import anchoring
 from bayes_dualeval.model.config import load_spec
+from bayes_dualeval.model.facets import Facets, has_facets
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.joint import dualeval_model
 from bayes_dualeval.model.simulate import simulate
@@ -128,9 +129,23 @@ def test_level_difficulty_has_the_implicit_derivatives(setup):
             assert analytic == pytest.approx(numeric, rel=0.02, abs=2e-3), (k, idx)
 
 
-def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
+@pytest.fixture(scope="module")
+def judged():
+    """Three judges (a prompt's target combines their levels), biases and no style."""
+    static, arena, _ = simulate(
+        8, 20, 20, prompt_offset_sd=0.0, judges=3, self_preference=0.5, seed=3
+    )
+    dataset = Dataset.from_frames(static=static, arena=arena)
+    config = load_spec("dualeval-2pl")
+    inputs, _ = build_inputs(dataset, config, centred="auto")
+    assert inputs.n_judges == 3 and inputs.n_families == 3
+    return dataset, config, inputs
+
+
+@pytest.mark.parametrize("case", ["setup", "judged"])
+def test_anchored_density_is_the_plain_density_times_the_jacobian(case, request):
     """Tolerance 1e-3 nats on a total of a few hundred (float32)."""
-    dataset, config, anchored = setup
+    dataset, config, anchored = request.getfixturevalue(case)
     arena = jnp.asarray(np.asarray(anchored.prompt_n) > 0)
     rows = jnp.stack(
         [
@@ -163,10 +178,13 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(setup):
         back = constrain_fn(
             dualeval_model, (plain, config), {}, z_plain, return_deterministic=True
         )
+        facets = Facets.from_draws(values, values["gamma"]) if has_facets(anchored) else None
         _, w = anchoring.level_difficulty(
-            values["theta"], values["a"], values["gamma"], values["level_c"], anchored
+            values["theta"], values["a"], values["gamma"], values["level_c"], anchored, facets
         )
-        s = anchoring.anchored_scale(values["a"], w, values["gamma"], sigma_b, anchored)
+        s = anchoring.anchored_scale(
+            values["a"], w, values["gamma"], sigma_b, anchored, facets, values["level_c"]
+        )
         log_jacobian = jnp.sum(jnp.where(arena, jnp.log(s) - jnp.log(sigma_b), 0.0))
         u_anchored = potential_energy(dualeval_model, args, {}, z)
         u_plain = potential_energy(dualeval_model, (plain, config), {}, z_plain)
