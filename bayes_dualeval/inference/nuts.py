@@ -307,7 +307,7 @@ def _continued(mcmc: MCMC, draws: int) -> MCMC:
             num_chains=mcmc.num_chains,
             chain_method=mcmc.chain_method,
             progress_bar=mcmc.progress_bar,
-            jit_model_args=mcmc._jit_model_args,
+            jit_model_args=True,  # as make_mcmc builds every driver
         )
         mcmc.post_warmup_state = state
     else:
