@@ -251,6 +251,8 @@ def _distance(reps: pd.DataFrame) -> dict:
         "mean_tv": float(tv.mean()), "tv_q90": float(np.quantile(tv, 0.9)),
         "max_tv": float(tv.max()), "mean_kl": float(kl.mean()),
         "mean_abs_mean_shift": float(shift.mean()),
+        "mean_sd_equal": float(reps["sd_equal"].mean()),
+        "mean_sd_weighted": float(reps["sd_weighted"].mean()),
         "grid_step_median": float(np.median(reps["step"])),
     }  # fmt: skip
 

@@ -46,8 +46,9 @@ from bayes_dualeval.model import links
 
 #: Generator-only keys: the abilities' prior sd, a shift of every difficulty, a label flip.
 PERTURBABLE = ("theta_scale", "b_shift", "flip")
-#: Largest number of (models x draws x grid points) floats one chunk of models holds.
-CHUNK = 20_000_000
+#: Largest number of floats one chunk of models holds: (models x draws x grid points), and
+#: ``fit_p``'s (models x questions x ability draws).
+CHUNK = 10_000_000
 #: Ability draws per bank draw ``fit_p`` averages over (as ``score``).
 PER_DRAW = 4
 
@@ -216,9 +217,9 @@ def divergences(equal: np.ndarray, weighted: np.ndarray) -> tuple[np.ndarray, np
     return tv, (weighted * np.log(ratio)).sum(axis=1)
 
 
-def chunks(n_models: int, n_draws: int, n_grid: int):
-    """Slices of at most :data:`CHUNK` ``/ (draws x grid points)`` models."""
-    size = max(1, CHUNK // max(n_draws * n_grid, 1))
+def chunks(n_models: int, per_model: int):
+    """Slices of models holding at most :data:`CHUNK` floats, ``per_model`` floats each."""
+    size = max(1, CHUNK // max(per_model, 1))
     return [slice(s, min(s + size, n_models)) for s in range(0, n_models, size)]
 
 
@@ -229,14 +230,16 @@ def score_replicates(bank: Bank, sim: Simulated, seed: int = 0) -> pd.DataFrame:
     -------
     pandas.DataFrame
         ``truth``; ``pit_equal``, ``pit_weighted`` (the two mixtures' CDF at the truth);
-        ``mean_equal``, ``mean_weighted``; ``tv``, ``kl`` (:func:`divergences`); ``step``
+        ``mean_equal``, ``mean_weighted``, ``sd_equal``, ``sd_weighted``; ``tv``, ``kl``
+        (:func:`divergences`); ``step``
         (the grid's); ``fit_p``.
     """
-    from bayes_dualeval.measure.person_fit import person_fit
+    from bayes_dualeval.measure.person_fit import FIT_DRAWS, person_fit
 
     rng = np.random.default_rng(seed)
     parts = []
-    for rows in chunks(len(sim.truth), bank.n_draws, grid.GRID):
+    per_model = max(bank.n_draws * grid.GRID, sim.item.shape[1] * FIT_DRAWS)
+    for rows in chunks(len(sim.truth), per_model):
         resp = sim.responses(rows)
         post = grid.posterior(bank, resp)
         equal, weighted = mixtures(post.weights, post.log_evidence)
@@ -278,7 +281,7 @@ def adaptive_replicates(bank: Bank, sim: Simulated, **options) -> pd.DataFrame:
         arena_z=oracle.arena_z, n_skipped=0,
     )  # fmt: skip
     parts, draws = [], np.arange(bank.n_draws)
-    for rows in chunks(len(sim.truth), bank.n_draws, cat.GRID):
+    for rows in chunks(len(sim.truth), bank.n_draws * cat.GRID):
         keep = (model >= rows.start) & (model < rows.stop)
         part = Responses(
             models=oracle.models[rows], static_model=asked.static_model[keep] - rows.start,
@@ -307,12 +310,19 @@ def adaptive_replicates(bank: Bank, sim: Simulated, **options) -> pd.DataFrame:
 def _row(grids, equal, weighted, truth) -> pd.DataFrame:
     tv, kl = divergences(equal, weighted)
     step = grids[:, 1] - grids[:, 0]
+
+    def sd(m):  # the mixture's sd, a point's mass spread over its cell
+        mean = (m * grids).sum(axis=1, keepdims=True)
+        return np.sqrt(np.maximum((m * (grids - mean) ** 2).sum(axis=1) + step**2 / 12, 0.0))
+
     return pd.DataFrame({
         "truth": truth,
         "pit_equal": pit(grids, equal, truth),
         "pit_weighted": pit(grids, weighted, truth),
         "mean_equal": (equal * grids).sum(axis=1),
         "mean_weighted": (weighted * grids).sum(axis=1),
+        "sd_equal": sd(equal),
+        "sd_weighted": sd(weighted),
         "tv": tv,
         "kl": kl,
         "step": step,
