@@ -81,6 +81,13 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--cases",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run only these cases (0-5, in the order of the module's list)",
+    )
     args = parser.parse_args(argv)
 
     from bayes_dualeval.inference.device import configure
@@ -104,7 +111,8 @@ def main(argv=None) -> int:
             "approximate": bank.approximate or None,
             "fit_seconds": round(time.perf_counter() - started, 1),
         }), flush=True)  # fmt: skip
-        for label, kwargs in cases(args):
+        chosen = cases(args)
+        for label, kwargs in [chosen[i] for i in args.cases or range(len(chosen))]:
             result = measure_sbc(bank, bank_draws=args.bank_draws, seed=args.seed, **kwargs)
             folder = root / f"{name}-{label.replace(', ', '-').replace(' ', '_')}"
             if not folder.exists():
