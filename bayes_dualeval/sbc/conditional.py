@@ -253,6 +253,8 @@ def _distance(reps: pd.DataFrame) -> dict:
         "mean_abs_mean_shift": float(shift.mean()),
         "mean_sd_equal": float(reps["sd_equal"].mean()),
         "mean_sd_weighted": float(reps["sd_weighted"].mean()),
+        "ess_median": float(reps["ess"].median()),
+        "ess_q10": float(np.quantile(reps["ess"], 0.1)),
         "grid_step_median": float(np.median(reps["step"])),
     }  # fmt: skip
 

@@ -78,15 +78,20 @@ class Simulated:
         """The replicates ``rows`` as :class:`Responses` (one label per cell)."""
         item, label = self.item[rows], self.label[rows]
         k, n = item.shape
-        empty = np.zeros(0, dtype=np.int64)
-        return Responses(
-            models=np.char.add("sim", np.arange(k).astype(str)),
-            static_model=np.repeat(np.arange(k), n),
-            static_item=item.ravel().astype(np.int64),
-            static_y=label.ravel().astype(np.float64),
-            static_n=np.ones(k * n),
-            arena_model=empty, arena_item=empty, arena_z=np.zeros(0), n_skipped=0,
-        )  # fmt: skip
+        return static_responses(k, np.repeat(np.arange(k), n), item.ravel(), label.ravel())
+
+
+def static_responses(n_models: int, model, item, label) -> Responses:
+    """Static labels (one answer per cell) of ``n_models`` new models as :class:`Responses`."""
+    empty = np.zeros(0, dtype=np.int64)
+    return Responses(
+        models=np.char.add("sim", np.arange(n_models).astype(str)),
+        static_model=np.asarray(model, dtype=np.int64),
+        static_item=np.asarray(item, dtype=np.int64),
+        static_y=np.asarray(label, dtype=np.float64),
+        static_n=np.ones(len(label)),
+        arena_model=empty, arena_item=empty, arena_z=np.zeros(0), n_skipped=0,
+    )  # fmt: skip
 
 
 def parse_perturbation(items) -> dict:
@@ -185,6 +190,12 @@ def simulate(
     )  # fmt: skip
 
 
+def evidence_weights(log_evidence: np.ndarray) -> np.ndarray:
+    """Each draw's weight in the exact posterior, ``p(y | phi_d)`` normalised: (K, D)."""
+    pi = np.exp(log_evidence - log_evidence.max(axis=1, keepdims=True))
+    return pi / pi.sum(axis=1, keepdims=True)
+
+
 def mixtures(weights: np.ndarray, log_evidence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The equal-weight and the evidence-weighted mixture over draws, each (K, G).
 
@@ -195,8 +206,7 @@ def mixtures(weights: np.ndarray, log_evidence: np.ndarray) -> tuple[np.ndarray,
     log_evidence : numpy.ndarray, shape (K, D)
         Each draw's log marginal likelihood (up to a constant per model).
     """
-    pi = np.exp(log_evidence - log_evidence.max(axis=1, keepdims=True))
-    pi /= pi.sum(axis=1, keepdims=True)
+    pi = evidence_weights(log_evidence)
     return weights.mean(axis=1), np.einsum("kd,kdg->kg", pi, weights)
 
 
@@ -231,7 +241,8 @@ def score_replicates(bank: Bank, sim: Simulated, seed: int = 0) -> pd.DataFrame:
     pandas.DataFrame
         ``truth``; ``pit_equal``, ``pit_weighted`` (the two mixtures' CDF at the truth);
         ``mean_equal``, ``mean_weighted``, ``sd_equal``, ``sd_weighted``; ``tv``, ``kl``
-        (:func:`divergences`); ``step``
+        (:func:`divergences`); ``ess`` (the effective number of bank draws of the
+        evidence weights, ``1 / sum pi_d^2``); ``step``
         (the grid's); ``fit_p``.
     """
     from bayes_dualeval.measure.person_fit import FIT_DRAWS, person_fit
@@ -242,9 +253,8 @@ def score_replicates(bank: Bank, sim: Simulated, seed: int = 0) -> pd.DataFrame:
     for rows in chunks(len(sim.truth), per_model):
         resp = sim.responses(rows)
         post = grid.posterior(bank, resp)
-        equal, weighted = mixtures(post.weights, post.log_evidence)
         theta = post.sample(rng, PER_DRAW).reshape(resp.n_models, -1)
-        parts.append(_row(post.grids, equal, weighted, sim.truth[rows]).assign(
+        parts.append(_row(post.grids, post.weights, post.log_evidence, sim.truth[rows]).assign(
             fit_p=person_fit(bank, resp, post, theta)
         ))  # fmt: skip
     return pd.concat(parts, ignore_index=True)
@@ -273,30 +283,21 @@ def adaptive_replicates(bank: Bank, sim: Simulated, **options) -> pd.DataFrame:
     trace = result.trace
     index = pd.Index(bank.items["item"].to_numpy(dtype=str))
     model = pd.Index(oracle.models).get_indexer(trace["model"])
-    asked = Responses(
-        models=oracle.models, static_model=model.astype(np.int64),
-        static_item=index.get_indexer(trace["item"].to_numpy(dtype=str)).astype(np.int64),
-        static_y=trace["response"].to_numpy(dtype=np.float64), static_n=np.ones(len(trace)),
-        arena_model=oracle.arena_model, arena_item=oracle.arena_item,
-        arena_z=oracle.arena_z, n_skipped=0,
-    )  # fmt: skip
+    item = index.get_indexer(trace["item"].to_numpy(dtype=str))
+    label = trace["response"].to_numpy(dtype=np.float64)
     parts, draws = [], np.arange(bank.n_draws)
     for rows in chunks(len(sim.truth), bank.n_draws * cat.GRID):
         keep = (model >= rows.start) & (model < rows.stop)
-        part = Responses(
-            models=oracle.models[rows], static_model=asked.static_model[keep] - rows.start,
-            static_item=asked.static_item[keep], static_y=asked.static_y[keep],
-            static_n=asked.static_n[keep], arena_model=np.zeros(0, np.int64),
-            arena_item=np.zeros(0, np.int64), arena_z=np.zeros(0), n_skipped=0,
-        )  # fmt: skip
+        part = static_responses(
+            rows.stop - rows.start, model[keep] - rows.start, item[keep], label[keep]
+        )
         grids = np.broadcast_to(points, (part.n_models, cat.GRID))
         lp = grid.loglik(bank, part, grid.arena_pairs(bank, part), grids, draws)
         lp += grid.log_prior(bank, grids, draws)
         top = lp.max(axis=2, keepdims=True)
         w = np.exp(lp - top)
         total = w.sum(axis=2, keepdims=True)
-        equal, weighted = mixtures(w / total, (top + np.log(total))[..., 0])
-        parts.append(_row(grids, equal, weighted, sim.truth[rows]))
+        parts.append(_row(grids, w / total, (top + np.log(total))[..., 0], sim.truth[rows]))
     out = pd.concat(parts, ignore_index=True)
     summary = result.summary.set_index("model").loc[oracle.models]
     lo, hi = summary["theta_lo"].to_numpy(), summary["theta_hi"].to_numpy()
@@ -307,7 +308,9 @@ def adaptive_replicates(bank: Bank, sim: Simulated, **options) -> pd.DataFrame:
     )
 
 
-def _row(grids, equal, weighted, truth) -> pd.DataFrame:
+def _row(grids, weights, log_evidence, truth) -> pd.DataFrame:
+    """Both mixtures of one chunk of replicates, read at the truth."""
+    equal, weighted = mixtures(weights, log_evidence)
     tv, kl = divergences(equal, weighted)
     step = grids[:, 1] - grids[:, 0]
 
@@ -325,5 +328,6 @@ def _row(grids, equal, weighted, truth) -> pd.DataFrame:
         "sd_weighted": sd(weighted),
         "tv": tv,
         "kl": kl,
+        "ess": 1.0 / (evidence_weights(log_evidence) ** 2).sum(axis=1),
         "step": step,
     })  # fmt: skip
