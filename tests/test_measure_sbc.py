@@ -4,7 +4,8 @@ No fit: the bank is built directly from known draws (8 bank models x 40 static q
 60 draws spread around fixed values), which is all the measure stage reads, so the check is
 exact for it: new models simulated from the bank's draws are scored by the grid code of
 ``score``, and the truth's PIT under the mixture weighted by each draw's marginal
-likelihood is uniform by construction (checked against a brute-force posterior on a
+likelihood is uniform by construction when the simulation draws from the same draws that
+are mixed over (``held_out=False``; checked against a brute-force posterior on a
 1,201-point grid: PITs within 0.007 on 300 replicates). Tolerances: for the bank itself,
 the weighted mixture's ECDF p-value above 0.01 (a false alarm one time in a hundred; seen
 0.028, 0.100, 0.41 on seeds 1-3 at 800 simulations) and its 90% interval's coverage within
@@ -64,14 +65,14 @@ def _row(result, quantity, level=0.9):
 
 
 def test_the_weighted_mixture_is_calibrated_and_a_wider_generator_is_not(bank):
-    own = measure_sbc(bank, sims=800, seed=1)
+    own = measure_sbc(bank, sims=800, seed=1, held_out=False)
     weighted = own.summary.set_index("quantity").loc["theta_weighted"]
     assert weighted["p_value"] > 0.01
     row = _row(own, "theta_weighted")
     assert abs(row["observed"] - 0.9) <= 4 * row["se"]
     assert set(own.summary["quantity"]) == {"theta_equal", "theta_weighted", "fit_p"}
     assert own.info["mean_tv"] > 0 and own.info["fit_p_missing"] == 0
-    wide = measure_sbc(bank, sims=400, seed=1, perturb={"theta_scale": 2.0})
+    wide = measure_sbc(bank, sims=400, seed=1, perturb={"theta_scale": 2.0}, held_out=False)
     assert not wide.summary.set_index("quantity").loc["theta_weighted", "within_band"]
     assert _row(wide, "theta_weighted")["observed"] < 0.85
 
@@ -79,7 +80,7 @@ def test_the_weighted_mixture_is_calibrated_and_a_wider_generator_is_not(bank):
 def test_the_mixtures_agree_when_every_draw_is_the_same():
     """One bank draw repeated: the weights are equal, so are the mixtures (tv 0)."""
     same = known_bank(n_draws=5, spread=0.0)
-    result = measure_sbc(same, sims=50, seed=2, bank_draws=5)
+    result = measure_sbc(same, sims=50, seed=2, bank_draws=5, held_out=False)
     assert result.replicates["tv"].max() < 1e-6
 
 
@@ -106,7 +107,8 @@ def test_simulated_labels_follow_the_draw_and_the_perturbation(bank):
 
 
 def test_adaptive_posterior_is_the_rescored_equal_mixture(bank):
-    result = measure_sbc(bank, sims=30, measure="adaptive", seed=3, max_items=8)
+    result = measure_sbc(bank, sims=30, measure="adaptive", seed=3, max_items=8, bank_draws=30)
+    assert result.info["held_out"] and result.info["simulation_draws"] == 30
     reps = result.replicates
     assert (reps["n_items"] == 8).all() and reps["gap"].max() < 1e-5
     assert "theta_reported" in set(result.coverage["quantity"])
@@ -118,7 +120,9 @@ def test_wrong_requests_are_refused(bank):
     with pytest.raises(ConfigError, match="adaptive"):
         measure_sbc(bank, sims=10, max_items=5)
     with pytest.raises(ConfigError, match="between 1 and"):
-        measure_sbc(bank, sims=10, items=41)
+        measure_sbc(bank, sims=10, items=41, held_out=False)
+    with pytest.raises(ConfigError, match="none beyond"):
+        measure_sbc(bank, sims=10)  # 60 draws, all of them scored
     runner = CliRunner()
     out = runner.invoke(cli, ["sbc", "--bank", "b", "--chains", "2", "--sims", "3", "--out", "o"])
     assert out.exit_code == 2 and "--chains" in out.output

@@ -80,6 +80,7 @@ def measure_sbc(
     items: int | None = None,
     bank_draws: int = 200,
     perturb=(),
+    held_out: bool = True,
     seed: int = 0,
     allow_approximate: bool = False,
     **adaptive_options,
@@ -106,6 +107,9 @@ def measure_sbc(
     perturb : sequence of str
         ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``b_shift=0.5``,
         ``flip=0.1``; :func:`~bayes_dualeval.sbc.measure.parse_perturbation`).
+    held_out : bool
+        Simulate from bank draws the scores do not use (as a real new model's items are
+        none of the bank's draws); False: from the draws mixed over.
     seed : int
     allow_approximate : bool
         Accept a bank that is not a converged NUTS posterior.
@@ -133,5 +137,6 @@ def measure_sbc(
     bank = _bank(run, allow_approximate=allow_approximate)
     return run_measure_sbc(
         bank, sims=sims, measure=measure, items=items, bank_draws=bank_draws,
-        perturb=parse_perturbation(perturb), seed=seed, **adaptive_options,
+        perturb=parse_perturbation(perturb), held_out=held_out, seed=seed,
+        **adaptive_options,
     )  # fmt: skip

@@ -20,7 +20,7 @@ from bayes_dualeval.model.config import DEFAULT_MODEL, MODES
 #: Options of the fits' calibration (no bank), and of the measure stage's (with a bank).
 FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "chains", "warmup", "draws",
             "extend", "target_accept", "centring")  # fmt: skip
-BANK_ONLY = ("measure", "items", "bank_draws", "select", "max_items", "target_se",
+BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items", "target_se",
              "allow_approximate")  # fmt: skip
 
 
@@ -73,6 +73,10 @@ BANK_ONLY = ("measure", "items", "bank_draws", "select", "max_items", "target_se
 )  # fmt: skip
 @click.option("--bank-draws", type=click.IntRange(2), default=200, show_default=True,
               help="With --bank: bank draws kept.")  # fmt: skip
+@click.option(
+    "--held-out/--same-draws", default=True, show_default=True,
+    help="With --bank: simulate from bank draws the scores do not use, or from the same.",
+)  # fmt: skip
 @click.option("--select", type=click.Choice(("fisher", "kl", "random")), default="fisher",
               show_default=True, help="With --measure adaptive: next item.")  # fmt: skip
 @click.option("--max-items", type=click.IntRange(1), default=50, show_default=True,
@@ -89,7 +93,8 @@ BANK_ONLY = ("measure", "items", "bank_draws", "select", "max_items", "target_se
 @clean_errors
 def sbc(
     ctx, model_name, mode, sims, n_models, static_items, perturb, seed, chains, warmup, draws,
-    extend, target_accept, centring, bank, measure, items, bank_draws, select, max_items,
+    extend, target_accept, centring, bank, measure, items, bank_draws, held_out, select,
+    max_items,
     target_se, allow_approximate, out, quiet,
 ):  # fmt: skip
     """Simulation-based calibration: fit data drawn from the model's own prior.
@@ -108,7 +113,8 @@ def sbc(
     With --bank RUN, the measure stage instead, with no refit: --sims new models are
     drawn from the bank's posterior draws (a draw, an ability from the prior, labels on
     the bank's static questions from that draw's items; --perturb theta_scale=S, b_shift=X
-    or flip=P for a generator that is not the bank), measured by score's grid code or an
+    or flip=P for a generator that is not the bank; --held-out: from draws the scores do
+    not use, so the true items are none of those mixed over), measured by score's grid code or an
     adaptive test (--measure), and the truth is ranked in the ability posterior: the
     equal-weight mixture over bank draws that score and adaptive report (theta_equal) and
     the mixture weighted by each draw's marginal likelihood (theta_weighted, the exact
@@ -132,8 +138,8 @@ def sbc(
         where = "calibrate fits, not a bank" if bank else "need --bank"
         raise click.UsageError(f"{names}: these options {where}")
     if bank:
-        return _measure(bank, measure, sims, items, bank_draws, perturb, seed, select,
-                        max_items, target_se, allow_approximate, out, quiet)  # fmt: skip
+        return _measure(bank, measure, sims, items, bank_draws, held_out, perturb, seed,
+                        select, max_items, target_se, allow_approximate, out, quiet)  # fmt: skip
     from bayes_dualeval.inference.device import configure
 
     configure("auto", chains)
@@ -170,8 +176,8 @@ def _flag(name: str) -> str:
     return {"model_name": "model", "n_models": "models"}.get(name, name).replace("_", "-")
 
 
-def _measure(bank, measure, sims, items, bank_draws, perturb, seed, select, max_items,
-             target_se, allow_approximate, out, quiet):  # fmt: skip
+def _measure(bank, measure, sims, items, bank_draws, held_out, perturb, seed, select,
+             max_items, target_se, allow_approximate, out, quiet):  # fmt: skip
     """``sbc --bank``: the measure stage's conditional calibration, printed and written."""
     from bayes_dualeval.inference.device import configure
 
@@ -187,7 +193,8 @@ def _measure(bank, measure, sims, items, bank_draws, perturb, seed, select, max_
     with progress_lines(quiet):
         result = api.measure_sbc(
             bank, sims=sims, measure=measure, items=items, bank_draws=bank_draws,
-            perturb=perturb, seed=seed, allow_approximate=allow_approximate, **options,
+            held_out=held_out, perturb=perturb, seed=seed,
+            allow_approximate=allow_approximate, **options,
         )  # fmt: skip
     path = result.save(out)
     info = result.info

@@ -98,6 +98,7 @@ def measure_sbc(
     items: int | None = None,
     bank_draws: int = BANK_DRAWS,
     perturb: dict | None = None,
+    held_out: bool = True,
     seed: int = 0,
     **adaptive_options,
 ) -> MeasureSBCResult:
@@ -117,6 +118,11 @@ def measure_sbc(
     perturb : dict, optional
         A generator that is not the bank
         (:func:`~bayes_dualeval.sbc.measure.parse_perturbation`).
+    held_out : bool
+        Simulate from bank draws that the scores do not use (the bank must keep more
+        than ``bank_draws``): the true items are then none of the draws mixed over, as
+        with a real new model. With False they are one of them, which makes the weighted
+        mixture exact by construction (a check of the grid code).
     seed : int
         Of the simulation, the ability draws of ``fit_p``, the adaptive test's choices
         and the bands.
@@ -132,7 +138,8 @@ def measure_sbc(
     ------
     ConfigError
         An unknown measure, fewer than 2 simulations or 2 bank draws, adaptive options
-        with ``score``, or a bank without static questions.
+        with ``score``, a bank without static questions, or ``held_out`` with a bank that
+        keeps no more than ``bank_draws`` draws.
     """
     if measure not in MEASURES:
         raise ConfigError(f"measure is one of {', '.join(MEASURES)}; got {measure!r}")
@@ -147,8 +154,9 @@ def measure_sbc(
             "'adaptive' or leave them out"
         )
     started = time.perf_counter()
-    bank = bank.thin(bank_draws)
-    sim = simulate(bank, sims, items=items, seed=seed, perturb=perturb)
+    full, bank = bank, bank.thin(bank_draws)
+    rows = _simulation_draws(full, bank_draws, held_out)
+    sim = simulate(full, sims, items=items, seed=seed, perturb=perturb, rows=rows)
     if measure == "score":
         reps = score_replicates(bank, sim, seed)
         quantities = ("theta_equal", "theta_weighted", "fit_p")
@@ -184,6 +192,8 @@ def measure_sbc(
         "sims": sims,
         "items": int(sim.item.shape[1]),
         "bank_draws": bank.n_draws,
+        "held_out": held_out,
+        "simulation_draws": int(len(rows)),
         "perturb": dict(perturb or {}),
         "seed": seed,
         "rank_draws": RANK_DRAWS,
@@ -196,6 +206,22 @@ def measure_sbc(
         "seconds": round(time.perf_counter() - started, 1),
     }
     return MeasureSBCResult(summary, coverage_table(reps), ranks, reps, b, info)
+
+
+def _simulation_draws(full: Bank, bank_draws: int, held_out: bool) -> np.ndarray:
+    """The draws of ``full`` the simulation draws from: those :meth:`Bank.thin` leaves out."""
+    from bayes_dualeval.core.thinning import evenly_spaced
+
+    if not held_out:
+        return evenly_spaced(full.n_draws, bank_draws)
+    spare = np.setdiff1d(np.arange(full.n_draws), evenly_spaced(full.n_draws, bank_draws))
+    if len(spare) == 0:
+        raise ConfigError(
+            f"the bank keeps {full.n_draws} draws, none beyond the {bank_draws} the scores "
+            "use: lower bank_draws, or set held_out=False (the true items then among the "
+            "draws mixed over)"
+        )
+    return spare
 
 
 def _summary(ranks: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, ecdf.Band]:

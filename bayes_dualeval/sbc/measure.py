@@ -143,7 +143,7 @@ def static_items(bank: Bank) -> np.ndarray:
 
 def simulate(
     bank: Bank, sims: int, *, items: int | None = None, seed: int = 0,
-    perturb: dict | None = None,
+    perturb: dict | None = None, rows=None,
 ) -> Simulated:  # fmt: skip
     """Draw ``sims`` new models from the bank's draws (see the module), vectorised.
 
@@ -159,6 +159,8 @@ def simulate(
         From :func:`parse_perturbation`: ``theta_scale`` (the generator's ability sd),
         ``b_shift`` (added to every difficulty), ``flip`` (each label flipped with this
         probability).
+    rows : numpy.ndarray of int, optional
+        The bank draws the simulation draws from (default all).
 
     Returns
     -------
@@ -172,7 +174,8 @@ def simulate(
             f"items must be between 1 and the bank's {len(static)} static questions; got {n}"
         )
     rng = np.random.default_rng(seed)
-    draw = rng.integers(bank.n_draws, size=sims)
+    rows = np.arange(bank.n_draws) if rows is None else np.asarray(rows)
+    draw = rows[rng.integers(len(rows), size=sims)]
     scale = perturb.get("theta_scale", bank.model.config.theta_scale)
     raw = rng.normal(0.0, scale, size=sims)
     if n == len(static):
