@@ -91,7 +91,7 @@ def measure_sbc(
     from the prior, static labels from that draw's items), measures each with the code
     of ``score`` or ``adaptive``, and ranks the truth in its ability posterior: the
     equal-weight mixture over bank draws that they report, and the mixture weighted by
-    each draw's marginal likelihood (the exact posterior of the simulation).
+    each draw's marginal likelihood (exact when ``held_out`` is False).
 
     Parameters
     ----------

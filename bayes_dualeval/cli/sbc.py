@@ -117,8 +117,8 @@ def sbc(
     not use, so the true items are none of those mixed over), measured by score's grid code or an
     adaptive test (--measure), and the truth is ranked in the ability posterior: the
     equal-weight mixture over bank draws that score and adaptive report (theta_equal) and
-    the mixture weighted by each draw's marginal likelihood (theta_weighted, the exact
-    posterior). Writes OUT/sbc.csv, OUT/coverage.csv (central 50/90/95% intervals' coverage
+    the mixture weighted by each draw's marginal likelihood (theta_weighted; exact with
+    --same-draws). Writes OUT/sbc.csv, OUT/coverage.csv (central 50/90/95% intervals' coverage
     of the truth; fit_p's share below 1% and 5% for clean models), OUT/ranks.csv,
     OUT/sbc.png and OUT/sbc.json (the distance between the two mixtures).
 

@@ -6,8 +6,8 @@ exactly when the PIT is, at that resolution) and tested against the simultaneous
 :mod:`~bayes_dualeval.sbc.ecdf`; the central intervals' coverage of the truth at 50, 90 and
 95%; and the null distribution of ``fit_p`` (its share below 1% and 5%). The quantities:
 ``theta_equal`` (the equal-weight mixture ``score`` and ``adaptive`` report),
-``theta_weighted`` (the mixture weighted by each draw's marginal likelihood, the exact
-posterior of the simulation) and, for ``score``, ``fit_p``.
+``theta_weighted`` (the mixture weighted by each draw's marginal likelihood: exact when the
+simulation draws from the draws scored, ``held_out=False``) and, for ``score``, ``fit_p``.
 """
 
 from __future__ import annotations

@@ -3,18 +3,22 @@ r"""Conditional SBC of the measure stage: do a frozen bank's scores cover simula
 No refit: the bank (:class:`~bayes_dualeval.measure.bank.Bank`, a fitted run) is held
 fixed, and each replicate draws
 
-1. a bank draw :math:`d` uniformly among the bank's draws kept;
+1. a bank draw :math:`d` uniformly among the given draws of the bank (by default those the
+   scores do not use: :func:`~bayes_dualeval.sbc.conditional.measure_sbc`);
 2. a new model's raw ability :math:`\theta \sim N(0, s)` (the ability prior of
    :mod:`~bayes_dualeval.measure.grid`), whose truth on the leaderboard's scale is
    :math:`u = \theta - \bar\theta_d` (the grid's :math:`\theta = \bar\theta_d + u`);
 3. its labels on the bank's static questions (all, or a random subset per replicate),
    Bernoulli under the bank's link with draw :math:`d`'s item parameters.
 
-Under this joint distribution the exact posterior of :math:`u` is the mixture over draws
-weighted by each draw's marginal likelihood, :math:`p(u \mid y) = \sum_d \pi_d\, p(u \mid
-y, \phi_d)` with :math:`\pi_d \propto p(y \mid \phi_d)`
-(:attr:`~bayes_dualeval.measure.grid.GridPosterior.log_evidence`), so its PIT at the truth
-is uniform up to the grid's resolution: a check of the grid code itself. ``score`` and
+The *weighted* mixture over the draws scored weighs each by its marginal likelihood,
+:math:`p(u \mid y) = \sum_d \pi_d\, p(u \mid y, \phi_d)` with :math:`\pi_d \propto
+p(y \mid \phi_d)` (:attr:`~bayes_dualeval.measure.grid.GridPosterior.log_evidence`). When
+:math:`d` is drawn among the draws scored it is the exact posterior of the simulation, so
+its PIT at the truth is uniform up to the grid's resolution: a check of the grid code
+itself. When :math:`d` is none of them (as a real new model's items are none of the bank's
+draws) it is an importance-weighted approximation, and :math:`1 / \sum_d \pi_d^2` says how
+many draws it rests on. ``score`` and
 ``adaptive`` report the *equal*-weight mixture (the cut: the new model's answers do not
 reweigh the bank's draws), whose PIT is measured against it, together with the total
 variation and the Kullback-Leibler divergence between the two mixtures. The PIT reads a
@@ -194,7 +198,7 @@ def simulate(
 
 
 def evidence_weights(log_evidence: np.ndarray) -> np.ndarray:
-    """Each draw's weight in the exact posterior, ``p(y | phi_d)`` normalised: (K, D)."""
+    """Each draw's weight in the weighted mixture, ``p(y | phi_d)`` normalised: (K, D)."""
     pi = np.exp(log_evidence - log_evidence.max(axis=1, keepdims=True))
     return pi / pi.sum(axis=1, keepdims=True)
 
