@@ -7,7 +7,10 @@ runs :func:`bayes_dualeval.sbc.conditional.measure_sbc` on it:
 
 * ``score`` with every static question answered, and with a random 30-question subset;
 * ``score`` from generators that are not the bank (``theta_scale=2``, ``b_shift=0.5``);
-* ``adaptive`` (Fisher selection, at most 30 questions, target sd 0.3), and perturbed.
+* ``adaptive`` (Fisher selection, at most 30 questions, target sd 0.3), and perturbed;
+
+each from bank draws the scores do not use (``held_out``), or with ``--same-draws`` from
+the draws scored.
 
 Prints one JSON object per case (the ``sbc.csv`` rows, the coverage table, the distance
 between the equal-weight and the weighted mixture, ``fit_p``'s null quantiles) and, with
@@ -113,7 +116,8 @@ def main(argv=None) -> int:
         }), flush=True)  # fmt: skip
         chosen = cases(args)
         for label, kwargs in [chosen[i] for i in args.cases or range(len(chosen))]:
-            result = measure_sbc(bank, bank_draws=args.bank_draws, seed=args.seed, **kwargs)
+            result = measure_sbc(bank, bank_draws=args.bank_draws, seed=args.seed,
+                                 held_out=not args.same_draws, **kwargs)  # fmt: skip
             folder = root / f"{name}-{label.replace(', ', '-').replace(' ', '_')}"
             if not folder.exists():
                 result.save(folder)
