@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 from bayes_dualeval.core.errors import DataWarning, DualEvalError, InputError
 
 #: The names of the Python API, imported from :mod:`bayes_dualeval.api` when first used.
-_API = ("load", "fit", "open", "simulate", "sbc", "Run")
+_API = ("load", "fit", "open", "simulate", "sbc", "measure_sbc", "Run")
 _DATA = {"Dataset": "dataset", "distill": "distill", "Pairs": "distill"}
 
 
@@ -47,6 +47,7 @@ __all__ = [
     "distill",
     "fit",
     "load",
+    "measure_sbc",
     "open",
     "sbc",
     "simulate",

@@ -402,3 +402,25 @@ def test_compress_and_adaptive_commands(setup, tmp_path):
         assert res.exit_code == 1 and res.output.count("Error:") == 1, res.output
         assert text in res.output and "Traceback" not in res.output
     assert not (tmp_path / "bad").exists()
+
+
+def test_sbc_command_calibrates_score_against_the_bank(setup, tmp_path):
+    """``sbc --bank``: the measure stage's folder, its tables, and a refused bank in one line."""
+    root = setup[0]
+    runner = CliRunner()
+    out = tmp_path / "msbc"
+    args = ["sbc", "--bank", str(root / "bank"), "--sims", "40", "--bank-draws", "50",
+            "--items", "30", "--seed", "1"]  # fmt: skip
+    res = runner.invoke(cli, [*args, "--allow-approximate", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    names = {p.name for p in out.iterdir()}
+    assert names == {"sbc.csv", "coverage.csv", "ranks.csv", "sbc.png", "sbc.json"}
+    summary = pd.read_csv(out / "sbc.csv")
+    assert list(summary.columns) == ["quantity", "sims", "ecdf_max_dev", "p_value", "within_band"]
+    assert set(summary["quantity"]) == {"theta_equal", "theta_weighted", "fit_p"}
+    info = json.loads((out / "sbc.json").read_text())
+    assert info["items"] == 30 and info["bank_draws"] == 50 and info["sims"] == 40
+    # the short test bank failed its convergence check: refused without the flag
+    res = runner.invoke(cli, [*args, "--out", str(tmp_path / "refused")])
+    assert res.exit_code == 1 and res.output.count("Error:") == 1, res.output
+    assert "--allow-approximate" in res.output and not (tmp_path / "refused").exists()

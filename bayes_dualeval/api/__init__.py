@@ -7,7 +7,7 @@ verbs (``score``, ``compress``, ``adaptive``, ``predict``, ``route``). Every com
 ``bayes-dualeval`` is a thin call of these functions.
 """
 
-from bayes_dualeval.api.calibration import sbc
+from bayes_dualeval.api.calibration import measure_sbc, sbc
 from bayes_dualeval.api.fitting import Simulated, fit, load, open, settings, simulate
 from bayes_dualeval.api.measures import AdaptiveTest, Predictions, Scores, ShortForm
 from bayes_dualeval.api.run import DEFAULT_CI, Run
@@ -24,6 +24,7 @@ __all__ = [
     "Simulated",
     "fit",
     "load",
+    "measure_sbc",
     "model_name",
     "open",
     "sbc",

@@ -1,4 +1,8 @@
-"""``bd.sbc``: simulation-based calibration of a specification (``bayes-dualeval sbc``)."""
+"""Simulation-based calibration: ``bd.sbc`` and ``bd.measure_sbc`` (``bayes-dualeval sbc``).
+
+``bd.sbc`` fits data drawn from a specification's prior; ``bd.measure_sbc`` measures new
+models simulated from a fitted bank's draws (``sbc`` with a bank).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bayes_dualeval.sbc.conditional import MeasureSBCResult
     from bayes_dualeval.sbc.study import SBCResult
 
 
@@ -64,4 +69,74 @@ def sbc(
     return run_sbc(
         config, sampler, sims=sims, n_models=n_models, n_items=static_items,
         perturb=parse_perturbation(perturb), seed=seed,
+    )  # fmt: skip
+
+
+def measure_sbc(
+    run,
+    *,
+    sims: int,
+    measure: str = "score",
+    items: int | None = None,
+    bank_draws: int = 200,
+    perturb=(),
+    held_out: bool = True,
+    seed: int = 0,
+    allow_approximate: bool = False,
+    **adaptive_options,
+) -> MeasureSBCResult:
+    """Conditional SBC of ``score`` or ``adaptive`` against a fitted run (no refit).
+
+    Simulates ``sims`` new models from the run's posterior draws (a draw, an ability
+    from the prior, static labels from that draw's items), measures each with the code
+    of ``score`` or ``adaptive``, and ranks the truth in its ability posterior: the
+    equal-weight mixture over bank draws that they report, and the mixture weighted by
+    each draw's marginal likelihood (exact when ``held_out`` is False).
+
+    Parameters
+    ----------
+    run : str, Path or Run
+        The bank: a run folder or an opened run.
+    sims : int
+        Simulated new models.
+    measure : {"score", "adaptive"}
+    items : int, optional
+        Static questions each model answers (a random subset; None: all).
+    bank_draws : int
+        Bank draws kept (evenly spaced).
+    perturb : sequence of str
+        ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``b_shift=0.5``,
+        ``flip=0.1``; :func:`~bayes_dualeval.sbc.measure.parse_perturbation`).
+    held_out : bool
+        Simulate from bank draws the scores do not use (as a real new model's items are
+        none of the bank's draws); False: from the draws mixed over.
+    seed : int
+    allow_approximate : bool
+        Accept a bank that is not a converged NUTS posterior.
+    **adaptive_options
+        ``select``, ``target_se``, ``max_items``, ``exposure`` of the adaptive test.
+
+    Returns
+    -------
+    MeasureSBCResult
+        ``summary`` (``sbc.csv``), ``coverage``, ``ranks``, ``info``; ``save(out)``.
+
+    Examples
+    --------
+    >>> import bayes_dualeval as bd
+    >>> result = bd.measure_sbc("runs/2pl", sims=10_000, seed=1)  # doctest: +SKIP
+    >>> result.coverage  # doctest: +SKIP
+    """
+    from bayes_dualeval.api.fitting import open as open_run
+    from bayes_dualeval.api.measures import _bank
+    from bayes_dualeval.api.run import Run
+    from bayes_dualeval.sbc.conditional import measure_sbc as run_measure_sbc
+    from bayes_dualeval.sbc.measure import parse_perturbation
+
+    run = run if isinstance(run, Run) else open_run(run)
+    bank = _bank(run, allow_approximate=allow_approximate)
+    return run_measure_sbc(
+        bank, sims=sims, measure=measure, items=items, bank_draws=bank_draws,
+        perturb=parse_perturbation(perturb), held_out=held_out, seed=seed,
+        **adaptive_options,
     )  # fmt: skip

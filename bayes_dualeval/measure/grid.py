@@ -268,10 +268,17 @@ class GridPosterior:
         Abilities of the grid points, relative to the bank models' mean in each draw.
     weights : numpy.ndarray, shape (K, D, G)
         ``p(theta_g | y, phi_d)``, normalised over ``g`` for every ``(k, d)``.
+    log_evidence : numpy.ndarray, shape (K, D), optional
+        ``log sum_g exp(log p(y | theta_g, phi_d) + log p(theta_g))``: each draw's marginal
+        likelihood of the model's responses, up to a constant shared by every draw (the
+        grid is one per model). Not read by the equal-weight mixture; a mixture weighted
+        by it is the posterior without the cut
+        (:mod:`~bayes_dualeval.sbc.measure` compares the two).
     """
 
     grids: np.ndarray
     weights: np.ndarray
+    log_evidence: np.ndarray | None = None
 
     def sample(self, rng: np.random.Generator, per_draw: int = 1) -> np.ndarray:
         """Ability draws on the leaderboard's scale, (K, D, per_draw), jittered in cells."""
@@ -291,7 +298,8 @@ def posterior(bank: Bank, resp: Responses, pairs: ArenaPairs | None = None) -> G
     grids = choose_grids(bank, resp, pairs, lay)
     rows = np.arange(bank.n_draws)
     lp = loglik(bank, resp, pairs, grids, rows, lay) + log_prior(bank, grids, rows)
-    lp -= lp.max(axis=2, keepdims=True)
-    w = np.exp(lp)
-    w /= w.sum(axis=2, keepdims=True)
-    return GridPosterior(grids=grids, weights=w)
+    top = lp.max(axis=2, keepdims=True)
+    w = np.exp(lp - top)
+    total = w.sum(axis=2, keepdims=True)
+    w /= total
+    return GridPosterior(grids=grids, weights=w, log_evidence=(top + np.log(total))[..., 0])

@@ -7,11 +7,23 @@
 * :mod:`~bayes_dualeval.sbc.ecdf`: ECDF differences and their simultaneous bands
   (Säilynoja et al. 2022);
 * :mod:`~bayes_dualeval.sbc.study`: :func:`sbc`, the loop and its result;
-* :mod:`~bayes_dualeval.sbc.plot`: ``sbc.png``.
+* :mod:`~bayes_dualeval.sbc.plot`: ``sbc.png``;
+* :mod:`~bayes_dualeval.sbc.measure` and :mod:`~bayes_dualeval.sbc.conditional`:
+  :func:`measure_sbc`, the conditional calibration of ``score`` and ``adaptive`` against a
+  frozen bank (no refit).
 """
 
+from bayes_dualeval.sbc.conditional import MeasureSBCResult, measure_sbc
 from bayes_dualeval.sbc.ecdf import Band, band
 from bayes_dualeval.sbc.generate import prior_predictive
 from bayes_dualeval.sbc.study import SBCResult, sbc
 
-__all__ = ["Band", "SBCResult", "band", "prior_predictive", "sbc"]
+__all__ = [
+    "Band",
+    "MeasureSBCResult",
+    "SBCResult",
+    "band",
+    "measure_sbc",
+    "prior_predictive",
+    "sbc",
+]

@@ -94,8 +94,13 @@ def band(n: int, draws: int, alpha: float = 0.05, seed: int = 0) -> Band:
 
 def cumulative_counts(ranks: np.ndarray, draws: int) -> np.ndarray:
     """Ranks at or below ``r = 0, ..., L - 1``, shape ``ranks.shape[:-1] + (L,)``."""
-    ranks = np.asarray(ranks)[..., None]
-    return (ranks <= np.arange(draws)).sum(axis=-2)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    lead, n = ranks.shape[:-1], ranks.shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    # one histogram per sample (a bincount, not an (..., N, L) comparison: N may be 10^4)
+    offset = np.arange(rows)[:, None] * (draws + 1)
+    counts = np.bincount((ranks.reshape(rows, n) + offset).ravel(), minlength=rows * (draws + 1))
+    return counts.reshape(rows, draws + 1).cumsum(axis=1)[:, :draws].reshape(*lead, draws)
 
 
 def test(ranks: np.ndarray, b: Band) -> dict:
