@@ -158,7 +158,7 @@ class ItemCalibration:
         return write_calibration(self.result, out)
 
 
-def calibrate(run, data, *, ci: float = 0.9, drift_threshold: float = 0.5, fdr: float = 0.1,
+def calibrate(run, data, *, ci: float = DEFAULT_CI, drift_threshold: float = 0.5, fdr: float = 0.1,
               seed: int = 0, draws: int | None = None,
               allow_approximate: bool = False) -> ItemCalibration:  # fmt: skip
     """Calibrate the static questions of ``data`` on ``run``'s scale (its models stay fixed).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from bayes_dualeval.api.run import DEFAULT_CI
 from bayes_dualeval.cli.shared import (
     CONTEXT,
     allow_approximate_option,
@@ -28,7 +29,7 @@ SHOWN = 5
     help="Folder to write (must not exist or be empty).",
 )  # fmt: skip
 @click.option(
-    "--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9,
+    "--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=DEFAULT_CI,
     show_default=True, help="Credible interval level.",
 )  # fmt: skip
 @click.option(

@@ -23,7 +23,8 @@ The grid is chosen per question in two passes: a coarse grid (:data:`COARSE_U` x
 within :data:`COVER` of its mode in any draw, then :data:`GRID_U` x :data:`GRID_V` points
 span it. Every pass is one compiled program over questions, grid points and models,
 mapped over draws (:func:`jax.lax.map`); draws are taken in every draw's grid cells and
-jittered uniformly within the cell.
+jittered uniformly within the cell. With ``log a`` held at given values per draw (a
+common question's slope in the bank), the grid is of ``u`` alone.
 """
 
 from __future__ import annotations
@@ -85,11 +86,12 @@ class ItemDraws:
 def _log_post(centred, prior, correct, answers, u, v):
     """Log posterior density at every grid point of every question, one draw: (J, Gu, Gv).
 
-    ``centred`` (M,), ``prior`` four (J,) arrays (scales of ``v`` 0: no ``v`` term),
-    ``correct`` and ``answers`` (J, M), ``u`` (J, Gu), ``v`` (J, Gv).
+    ``centred`` (M,), ``prior`` five (J,) arrays (``mu_b, sigma_b, mu_log_a, sigma_log_a``
+    and a fixed ``log a`` added to ``v``; ``sigma_log_a`` 0: no ``v`` term), ``correct``
+    and ``answers`` (J, M), ``u`` (J, Gu), ``v`` (J, Gv).
     """
-    mu_b, sd_b, mu_v, sd_v = prior
-    a = jnp.exp(v)[:, None, :, None]  # (J, 1, Gv, 1)
+    mu_b, sd_b, mu_v, sd_v, fixed = prior
+    a = jnp.exp(v + fixed[:, None])[:, None, :, None]  # (J, 1, Gv, 1)
     eta = links.eta(centred[None, None, None, :], u[:, :, None, None], a)  # (J, Gu, Gv, M)
     share = (correct / jnp.maximum(answers, 1.0))[:, None, None, :]
     ll = jnp.sum(answers[:, None, None, :] * links.bernoulli_loglik(share, eta), axis=-1)
@@ -127,13 +129,14 @@ def _sample(keys, centred, prior, correct, answers, u, v, per_draw):
     return jax.lax.map(one, (keys, centred, *prior))
 
 
-def _priors(prior: ItemPrior, rows) -> tuple:
-    """The four (len(rows), J) float32 prior arrays (``v`` scales 0 without slopes)."""
+def _priors(prior: ItemPrior, rows, fixed) -> tuple:
+    """The five (len(rows), J) float32 arrays of :func:`_log_post` (``v`` terms 0 unused)."""
     zero = np.zeros_like(prior.mu_b)
-    mu_v = zero if prior.mu_log_a is None else prior.mu_log_a
-    sd_v = zero if prior.sigma_log_a is None else prior.sigma_log_a
+    mu_v = zero if prior.mu_log_a is None or fixed is not None else prior.mu_log_a
+    sd_v = zero if prior.sigma_log_a is None or fixed is not None else prior.sigma_log_a
+    fixed = zero if fixed is None else fixed
     return tuple(
-        jnp.asarray(x[rows], jnp.float32) for x in (prior.mu_b, prior.sigma_b, mu_v, sd_v)
+        jnp.asarray(x[rows], jnp.float32) for x in (prior.mu_b, prior.sigma_b, mu_v, sd_v, fixed)
     )
 
 
@@ -153,6 +156,7 @@ def item_posterior(
     *,
     per_draw: int = 4,
     seed: int = 0,
+    fixed_log_a: np.ndarray | None = None,
 ) -> ItemDraws:
     """Draws of every question's ``(b - mean ability, log a)`` (see the module).
 
@@ -166,12 +170,16 @@ def item_posterior(
     per_draw : int
         Draws per bank draw.
     seed : int
+    fixed_log_a : numpy.ndarray, shape (D, J), optional
+        Hold every question's ``log a`` at these values (the bank's draws of a common
+        question's slope) and compute the posterior of ``u`` alone; ``log_a`` of the
+        result is then None.
 
     Returns
     -------
     ItemDraws
     """
-    slope = prior.sigma_log_a is not None
+    slope = prior.sigma_log_a is not None and fixed_log_a is None
     n_draws = len(centred)
     theta = jnp.asarray(centred, jnp.float32)
     y = jnp.asarray(correct, jnp.float32)
@@ -181,12 +189,12 @@ def item_posterior(
     rows = evenly_spaced(n_draws, COARSE_DRAWS)
     u0 = jnp.asarray(np.broadcast_to(COARSE_U, (n_items, len(COARSE_U))), jnp.float32)
     v0 = jnp.asarray(np.broadcast_to(coarse_v, (n_items, len(coarse_v))), jnp.float32)
-    cover_u, cover_v = _box(theta[rows], _priors(prior, rows), y, n, u0, v0)
+    cover_u, cover_v = _box(theta[rows], _priors(prior, rows, fixed_log_a), y, n, u0, v0)
     u = _span(COARSE_U, np.asarray(cover_u), GRID_U)
     v = _span(COARSE_V, np.asarray(cover_v), GRID_V) if slope else np.zeros((n_items, 1))
     keys = jax.random.split(jax.random.PRNGKey(seed), n_draws)
     cell, jitter = _sample(
-        keys, theta, _priors(prior, np.arange(n_draws)), y, n,
+        keys, theta, _priors(prior, np.arange(n_draws), fixed_log_a), y, n,
         jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32), jnp.zeros(per_draw),
     )  # fmt: skip
     cell, jitter = np.asarray(cell), np.asarray(jitter, np.float64)  # (D, J, R), (D, 2, J, R)

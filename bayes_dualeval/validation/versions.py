@@ -4,8 +4,9 @@ The planted truth of ``calibrate`` (:mod:`bayes_dualeval.measure.calibrate`): on
 simulated static benchmark (:func:`bayes_dualeval.model.simulate.simulate`, one source,
 2PL) whose questions are split into v1 (the first ``n_v1``) and v2 (the last ``n_v1``,
 so ``2 n_v1 - n_items`` are common). v1's answers are the simulation's; v2's are drawn
-afresh from the same models' abilities, with ``n_drift`` common questions made harder by
-``shift`` logits (a leaked or reworded question drifts). The bank is fitted on v1, and v2
+afresh from the same models' abilities, with ``n_drift`` common questions moved by
+``shift`` logits, easier or harder at random (a leaked question gets easier, a reworded
+one may go either way). The bank is fitted on v1, and v2
 is calibrated against it.
 """
 
@@ -44,7 +45,7 @@ def linked_versions(
     n_drift : int
         Common questions whose difficulty moves by ``shift`` in v2 (chosen at random).
     shift : float
-        The drift in logits.
+        The size of the drift in logits (its sign is random).
     extra_models : int
         Models answering v2 only (not in the bank).
     seed : int
@@ -53,7 +54,8 @@ def linked_versions(
     -------
     dict
         ``b`` and ``a`` (item id -> true value in v1), ``theta`` (model -> ability),
-        ``new`` (v2's items not in v1), ``common`` and ``drifted`` (item ids), ``shift``.
+        ``new`` (v2's items not in v1), ``common`` and ``drifted`` (item ids), ``drift``
+        (drifted id -> signed shift), ``extra_models`` (v2 only), ``shift``.
     """
     out = Path(out)
     static, arena, truth = simulate(
@@ -69,7 +71,8 @@ def linked_versions(
     b = np.array([truth["items"][q]["b"] for q in ids])
     a = np.array([truth["items"][q]["a"] for q in ids])
     b_v2 = b.copy()
-    b_v2[drifted] += shift
+    moved = shift * rng.choice([-1.0, 1.0], n_drift)
+    b_v2[drifted] += moved
     theta = static["model_label"].map(truth["theta"]).to_numpy()
     pos = static["position"].to_numpy()
     p = links.probability(links.eta(theta, b_v2[pos], a[pos]))
@@ -85,6 +88,7 @@ def linked_versions(
         "new": [ids[k] for k in range(n_v1, n_items)],
         "common": [ids[k] for k in common],
         "drifted": [ids[k] for k in drifted],
+        "drift": {ids[k]: float(m) for k, m in zip(drifted, moved, strict=True)},
         "extra_models": sorted(extra),
         "shift": shift,
     }
