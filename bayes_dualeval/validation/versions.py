@@ -30,6 +30,7 @@ def linked_versions(
     n_drift: int = 5,
     shift: float = 1.5,
     extra_models: int = 0,
+    toward_centre: bool = False,
     seed: int = 0,
 ) -> dict:
     """Write ``out/v1`` and ``out/v2`` (evaluation folders) and return the truth.
@@ -48,6 +49,10 @@ def linked_versions(
         The size of the drift in logits (its sign is random).
     extra_models : int
         Models answering v2 only (not in the bank).
+    toward_centre : bool
+        Drift the common questions whose ``|b|`` is nearest ``shift / 2``, each to ``-b``
+        (a move of about ``shift`` through the models' mean ability, where answers
+        measure a question best), instead of random ones by ``shift`` either way.
     seed : int
 
     Returns
@@ -67,11 +72,14 @@ def linked_versions(
     extra = set(rng.choice(names, extra_models, replace=False)) if extra_models else set()
     ids = [str(q) for q in truth["items"]]
     common = np.arange(n_items - n_v1, n_v1)
-    drifted = np.sort(rng.choice(common, n_drift, replace=False))
     b = np.array([truth["items"][q]["b"] for q in ids])
     a = np.array([truth["items"][q]["a"] for q in ids])
-    b_v2 = b.copy()
+    drifted = np.sort(rng.choice(common, n_drift, replace=False))
     moved = shift * rng.choice([-1.0, 1.0], n_drift)
+    if toward_centre:
+        drifted = np.sort(common[np.argsort(np.abs(np.abs(b[common]) - shift / 2))[:n_drift]])
+        moved = -2.0 * b[drifted]
+    b_v2 = b.copy()
     b_v2[drifted] += moved
     theta = static["model_label"].map(truth["theta"]).to_numpy()
     pos = static["position"].to_numpy()

@@ -3,7 +3,8 @@
 Each seed simulates one static benchmark of 300 questions answered by the same models
 (:func:`bayes_dualeval.validation.versions.linked_versions`): v1 holds questions 0-199,
 v2 questions 100-299 (100 common, 100 new), with v2's answers drawn afresh and 5 common
-questions moved by ``--shift`` logits (sign at random). A bank is fitted on v1 with the
+questions moved by ``--shift`` logits (sign at random; with ``--toward-centre`` the five
+whose ``|b|`` is nearest ``shift / 2``, each to ``-b``, through the models' mean ability). A bank is fitted on v1 with the
 default NUTS settings (4 chains, 400 warm-up, 1000 draws), v2 is calibrated against it
 (90% intervals, drift threshold 0.5, false discovery level 0.1), and per seed:
 
@@ -32,7 +33,7 @@ import numpy as np
 from measure_common import finish, fit_quietly, progress
 
 
-def run_seed(seed: int, n_models: int, shift: float) -> dict:
+def run_seed(seed: int, n_models: int, shift: float, toward_centre: bool) -> dict:
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.measure.bank import Bank
     from bayes_dualeval.measure.calibrate import calibrate
@@ -40,7 +41,9 @@ def run_seed(seed: int, n_models: int, shift: float) -> dict:
     from bayes_dualeval.validation.versions import linked_versions, truth_table
 
     root = Path(tempfile.mkdtemp(prefix=f"calibrate-{seed}-"))
-    truth = linked_versions(root, n_models=n_models, shift=shift, seed=seed)
+    truth = linked_versions(
+        root, n_models=n_models, shift=shift, toward_centre=toward_centre, seed=seed
+    )
     start = time.perf_counter()
     bank_fit = fit_quietly(root / "v1", SamplerSettings(sampler="nuts", seed=seed))
     write_run(bank_fit, root / "bank")
@@ -83,15 +86,20 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--models", type=int, default=80, help="bank models")
     parser.add_argument("--shift", type=float, default=2.0, help="planted drift (logits)")
+    parser.add_argument(
+        "--toward-centre", action="store_true",
+        help="drift the common questions with |b| nearest shift/2, each to -b",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     from bayes_dualeval.inference.device import configure
 
     configure("cpu", 4)
-    runs = [run_seed(seed, args.models, args.shift) for seed in args.seeds]
+    runs = [run_seed(seed, args.models, args.shift, args.toward_centre) for seed in args.seeds]
     result = {
         "models": args.models,
         "shift": args.shift,
+        "toward_centre": args.toward_centre,
         "seeds": args.seeds,
         "runs": runs,
         "spearman_min": min(r["spearman"] for r in runs),
