@@ -5,8 +5,9 @@ Each seed simulates one static benchmark of 300 questions answered by the same m
 v2 questions 100-299 (100 common, 100 new), with v2's answers drawn afresh and 5 common
 questions moved by ``--shift`` logits (sign at random; with ``--toward-centre`` the five
 whose ``|b|`` is nearest ``shift / 2``, each to ``-b``, through the models' mean ability).
-A bank is fitted on v1 with the default NUTS settings (4 chains, 400 warm-up, 1000 draws), v2 is calibrated against it
-(90% intervals, drift threshold 0.5, false discovery level 0.1), and per seed:
+A bank is fitted on v1 with the default NUTS settings (4 chains, 400 warm-up, 1000
+draws), v2 is calibrated against it (90% intervals, drift threshold 0.5, false discovery
+level 0.1), and per seed:
 
 * ``spearman``: Spearman correlation of the new questions' ``b_mean`` with their true b;
 * ``coverage_90``: share of new questions whose 90% interval holds the true b (the
