@@ -21,14 +21,8 @@ from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.measure.bank import Bank
-from bayes_dualeval.measure.calibrate import (
-    DRIFT_COLUMNS,
-    ITEM_COLUMNS,
-    LINKED_BY,
-    calibrate,
-    drift_p_values,
-    item_prior,
-)
+from bayes_dualeval.measure.calibrate import ITEM_COLUMNS, LINKED_BY, calibrate, item_prior
+from bayes_dualeval.measure.drift import DRIFT_COLUMNS, drift_p_values
 from bayes_dualeval.measure.item_grid import ItemPrior, item_posterior
 from bayes_dualeval.model import links
 from bayes_dualeval.model.simulate import simulate, write

@@ -19,12 +19,13 @@ item prior, its fixed ``Normal(0, b_scale)`` and ``Normal(0, loga_scale)``
 (``independent``).
 
 Questions the bank holds (*common*) are calibrated the same way from the new answers
-alone, with ``a`` held at the bank's draw (drift is of the difficulty: with its slope
-known, a question pushed towards the edge of the models' abilities keeps a measurable
-``b``), and compared with the bank's estimate, draw by draw: ``shift = b_new - b_bank``.
+alone, with ``a`` held at the bank's draw (drift is of the difficulty, and with its
+slope known a question's ``b`` is measured more precisely, most near the edge of the
+models' abilities), and compared with the bank's estimate, draw by draw: ``shift = b_new - b_bank``.
 ``p_drift`` is the posterior probability that ``|shift|`` exceeds the drift threshold.
 The flag is multiplicity-honest: each common question gets the posterior tail beyond
-the threshold on the far side of its mean shift (:func:`drift_p_values`), a p-value of
+the threshold on the far side of its mean shift
+(:func:`~bayes_dualeval.measure.drift.drift_p_values`), a p-value of
 "moved by at most ``t``" under a flat prior on the shift, and Benjamini-Hochberg q-values
 over the common questions (``q_drift``: valid for independent or positively dependent
 p-values; the common questions share only the bank's abilities); ``flagged`` is
@@ -42,10 +43,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.checks.fdr import bh_qvalues
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.measure.bank import Bank, shift
+from bayes_dualeval.measure.drift import drift_table, link_check
 from bayes_dualeval.measure.item_grid import GRID_U, GRID_V, ItemPrior, item_posterior
 from bayes_dualeval.measure.new_items import MIN_MODELS, ItemResponses, item_responses
 from bayes_dualeval.posterior.summaries import interval
@@ -65,10 +66,6 @@ ITEM_COLUMNS = [
     "item", "source", "n_models", "observed", "b_mean", "b_sd", "b_lo", "b_hi", "a_mean",
     "a_lo", "a_hi", "prior", "linked_by",
 ]  # fmt: skip
-DRIFT_COLUMNS = [
-    "item", "source", "n_models", "b_bank_mean", "b_new_mean", "shift_mean", "shift_lo",
-    "shift_hi", "p_drift", "q_drift", "flagged",
-]  # fmt: skip
 
 
 @dataclass
@@ -82,7 +79,8 @@ class CalibrationResult:
     items : pandas.DataFrame
         :data:`ITEM_COLUMNS`, one row per new question.
     drift : pandas.DataFrame
-        :data:`DRIFT_COLUMNS`, one row per common question, flagged first.
+        :data:`~bayes_dualeval.measure.drift.DRIFT_COLUMNS`, one row per common question,
+        flagged first.
     b : numpy.ndarray, shape (J, S)
         Draws of every calibrated question's ``b`` (new then common, as ``responses``).
     summary : dict
@@ -160,9 +158,9 @@ def calibrate(
     prior, labels = item_prior(bank, resp.source)
     b, a = _draws(bank, resp, prior, seed)
     items = _item_table(resp, b, a, labels, ci)
-    drift = _drift_table(bank, resp, b, ci, drift_threshold, fdr)
+    drift = drift_table(bank, resp, b, ci, drift_threshold, fdr)
     steady = drift.loc[~drift["flagged"], "item"] if len(drift) else []
-    check = _link_check(bank, resp, b, steady, ci)
+    check = link_check(bank, resp, b, steady, ci)
     warns = _warnings(bank, resp, labels, drift, drift_threshold, fdr)
     summary = {
         "bank": str(bank.run_dir),
@@ -201,7 +199,7 @@ def _draws(bank: Bank, resp: ItemResponses, prior: ItemPrior, seed: int):
 
     New questions get the posterior of ``(b, log a)``; common ones that of ``b`` with
     ``a`` held at the bank's draw (the drift compared is of ``b`` alone, and a question's
-    ``b`` near the edge of the models' abilities is far better measured with its ``a``
+    ``b`` near the edge of the models' abilities is better measured with its ``a``
     known); their ``a`` draws are the bank's.
     """
     mean = shift(bank)  # (D,)
@@ -302,68 +300,6 @@ def _item_table(resp: ItemResponses, b, a, labels, ci) -> pd.DataFrame:
     else:  # the 1PL link: every a is 1
         table = table.assign(a_mean=1.0, a_lo=1.0, a_hi=1.0)
     return table.assign(prior=labels[new], linked_by=LINKED_BY)[ITEM_COLUMNS]
-
-
-def _shifts(bank: Bank, resp: ItemResponses, b) -> np.ndarray:
-    """``b_new - b_bank`` of every common question, per draw: (S, C)."""
-    common = ~resp.new
-    b_bank = bank.draws["b"][:, resp.bank_item[common]].astype(np.float64)  # (D, C)
-    return (b[common] - b_bank.T[:, :, None]).reshape(int(common.sum()), -1).T
-
-
-def _drift_table(bank: Bank, resp: ItemResponses, b, ci, threshold, fdr) -> pd.DataFrame:
-    common = ~resp.new
-    if not common.any():
-        return pd.DataFrame(columns=DRIFT_COLUMNS)
-    moved = _shifts(bank, resp, b)
-    lo, hi = interval(moved, ci)
-    q = bh_qvalues(drift_p_values(moved, threshold))
-    table = pd.DataFrame(
-        {
-            "item": resp.items[common],
-            "source": resp.source[common],
-            "n_models": resp.n_models[common],
-            "b_bank_mean": bank.draws["b"][:, resp.bank_item[common]].mean(axis=0),
-            "b_new_mean": b[common].reshape(int(common.sum()), -1).mean(axis=1),
-            "shift_mean": moved.mean(axis=0),
-            "shift_lo": lo,
-            "shift_hi": hi,
-            "p_drift": (np.abs(moved) > threshold).mean(axis=0),
-            "q_drift": q,
-            "flagged": q <= fdr,
-        }
-    )
-    order = table.sort_values(["flagged", "p_drift"], ascending=False, kind="stable").index
-    return table.loc[order].reset_index(drop=True)
-
-
-def drift_p_values(moved: np.ndarray, threshold: float) -> np.ndarray:
-    """p-values of "moved by at most ``threshold``" from shift draws (S, C), one per column.
-
-    The posterior tail beyond the threshold on the far side of the shift's mean,
-    ``P(shift <= t)`` for a positive mean, from the normal with the draws' mean and sd
-    (smooth where a few hundred draws would leave the tail empty); under a flat prior on
-    the shift it is the p-value of the boundary ``|shift| = t``, so conservative for
-    questions that did not move at all.
-    """
-    from scipy import stats
-
-    mean, sd = moved.mean(axis=0), moved.std(axis=0, ddof=1)
-    return stats.norm.sf((np.abs(mean) - threshold) / np.maximum(sd, 1e-12))
-
-
-def _link_check(bank: Bank, resp: ItemResponses, b, steady, ci) -> dict:
-    """Mean shift of the unflagged common questions, with its interval (empty without)."""
-    keep = np.isin(resp.items[~resp.new], np.asarray(steady, dtype=str))
-    if not keep.any():
-        return {}
-    mean_shift = _shifts(bank, resp, b)[:, keep].mean(axis=1)
-    lo, hi = interval(mean_shift[:, None], ci)
-    return {
-        "common_shift_mean": float(mean_shift.mean()),
-        "common_shift_lo": float(lo[0]),
-        "common_shift_hi": float(hi[0]),
-    }
 
 
 def _warnings(bank, resp, labels, drift, threshold, fdr) -> list[str]:
