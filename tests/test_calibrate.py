@@ -111,6 +111,27 @@ def test_the_grid_posterior_matches_quadrature():
     assert post.u.std() == pytest.approx(np.sqrt((w * (u - (w * u).sum()) ** 2).sum()), rel=0.05)
 
 
+def test_one_parameter_and_a_fixed_slope_are_grids_of_b_alone():
+    """Under the 1PL link (and with ``a`` held, as for common questions) only ``u`` moves."""
+    rng = np.random.default_rng(2)
+    theta = rng.normal(0.0, 1.0, (3, 30))
+    theta -= theta.mean(axis=1, keepdims=True)
+    y = (rng.random((2, 30)) < links.sigmoid(theta[0] + 0.5)).astype(float)
+    one_pl = ItemPrior(np.zeros((3, 2)), np.full((3, 2), 1.5))
+    post = item_posterior(theta, one_pl, y, np.ones((2, 30)), per_draw=4000)
+    assert post.log_a is None and post.u.shape == (2, 3, 4000)
+    u = np.linspace(-8, 8, 3201)
+    for d in range(3):  # each draw's posterior, against a dense quadrature
+        lp = links.bernoulli_loglik(y[0], theta[d] - u[:, None]).sum(axis=1)
+        w = np.exp(lp - lp.max() - 0.5 * (u / 1.5) ** 2)
+        assert post.u[0, d].mean() == pytest.approx((w * u).sum() / w.sum(), abs=0.04)
+    full = ItemPrior(*(np.full((3, 2), v) for v in (0.0, 1.5, 0.0, 0.3)))
+    held = item_posterior(theta, full, y, np.ones((2, 30)), per_draw=4000,
+                          fixed_log_a=np.zeros((3, 2)))  # fmt: skip
+    assert held.log_a is None
+    np.testing.assert_allclose(held.u.mean(axis=2), post.u.mean(axis=2), atol=0.04)
+
+
 def test_the_prior_is_the_source_s_or_pooled_for_a_new_source(setup):
     _, bank, _, _ = setup
     prior, kind = item_prior(bank, np.array(["bench", "elsewhere"]))
