@@ -19,20 +19,19 @@ item prior, its fixed ``Normal(0, b_scale)`` and ``Normal(0, loga_scale)``
 (``independent``).
 
 Questions the bank holds (*common*) are calibrated the same way from the new answers
-alone, with ``a`` held at the bank's draw (drift is of the difficulty, and with its
-slope known a question's ``b`` is measured more precisely, most near the edge of the
-models' abilities), and compared with the bank's estimate, draw by draw: ``shift = b_new - b_bank``.
-``p_drift`` is the posterior probability that ``|shift|`` exceeds the drift threshold.
-The flag is multiplicity-honest: each common question gets the posterior tail beyond
-the threshold on the far side of its mean shift
-(:func:`~bayes_dualeval.measure.drift.drift_p_values`), a p-value of
-"moved by at most ``t``" under a flat prior on the shift, and Benjamini-Hochberg q-values
-over the common questions (``q_drift``: valid for independent or positively dependent
-p-values; the common questions share only the bank's abilities); ``flagged`` is
-``q_drift`` at or below the level ``fdr``, so at most that share of the flagged questions
-is expected not to have drifted. The mean shift of the unflagged common questions is
-reported as a check of the link: a change of harness that made every question harder
-would show there.
+alone, with ``a`` held at the bank's draw (drift is of the difficulty, and with its slope
+known a question's ``b`` is measured more precisely, most near the edge of the models'
+abilities), and compared with the bank's estimate, draw by draw: ``shift = b_new -
+b_bank``. ``p_drift`` is the posterior probability that ``|shift|`` exceeds the drift
+threshold. The flag is multiplicity-honest: each common question gets the posterior tail
+beyond the threshold on the far side of its mean shift
+(:func:`~bayes_dualeval.measure.drift.drift_p_values`), a p-value of "moved by at most
+``t``" under a flat prior on the shift, and Benjamini-Hochberg q-values over the common
+questions (``q_drift``: valid for independent or positively dependent p-values; the
+common questions share only the bank's abilities); ``flagged`` is ``q_drift`` at or below
+the level ``fdr``, so at most that share of the flagged questions is expected not to have
+drifted. The mean shift of the unflagged common questions is reported as a check of the
+link: a change of harness that made every question harder would show there.
 """
 
 from __future__ import annotations
