@@ -21,10 +21,10 @@ item prior, its fixed ``Normal(0, b_scale)`` and ``Normal(0, loga_scale)``
 Questions the bank holds (*common*) are calibrated the same way from the new answers
 alone, with ``a`` held at the bank's draw (drift is of the difficulty, and with its slope
 known a question's ``b`` is measured more precisely, most near the edge of the models'
-abilities), and compared with the bank's estimate, draw by draw: ``shift = b_new -
-b_bank``. ``p_drift`` is the posterior probability that ``|shift|`` exceeds the drift
-threshold. The flag is multiplicity-honest: each common question gets the posterior tail
-beyond the threshold on the far side of its mean shift
+abilities), and compared with the bank's estimate, draw by draw:
+``shift = b_new - b_bank``. ``p_drift`` is the posterior probability that ``|shift|``
+exceeds the drift threshold. The flag is multiplicity-honest: each common question gets
+the posterior tail beyond the threshold on the far side of its mean shift
 (:func:`~bayes_dualeval.measure.drift.drift_p_values`), a p-value of "moved by at most
 ``t``" under a flat prior on the shift, and Benjamini-Hochberg q-values over the common
 questions (``q_drift``: valid for independent or positively dependent p-values; the
