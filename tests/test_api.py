@@ -151,7 +151,7 @@ def test_one_default_interval_level():
     from bayes_dualeval.runs import output
 
     assert bd.api.DEFAULT_CI == output.DEFAULT_CI == 0.95
-    for command in ("fit", "score", "predict"):
+    for command in ("fit", "score", "calibrate", "predict"):
         ci = next(p for p in cli.commands[command].params if p.name == "ci")
         assert ci.default == 0.95, command
 

@@ -1,9 +1,9 @@
 """A bank must be a converged NUTS posterior, or every output says that it is not.
 
 One small SVI run (8 simulated models x 40 questions + 10 prompts, 600 SVI steps) is the
-approximate bank: ``score``, ``compress``, ``adaptive`` and ``predict`` refuse it with one
-``Error:`` line and write nothing, and with ``--allow-approximate`` each output carries the
-reason.
+approximate bank: ``score``, ``calibrate``, ``compress``, ``adaptive`` and ``predict``
+refuse it with one ``Error:`` line and write nothing, and with ``--allow-approximate`` each
+output carries the reason.
 """
 
 import json
@@ -52,6 +52,7 @@ def test_commands_refuse_an_svi_bank_in_one_line_and_write_nothing(svi_bank):
     root = svi_bank
     for args in (
         ("score", root / "data", "--bank", root / "svi", "--out", root / "scored"),
+        ("calibrate", root / "data", "--bank", root / "svi", "--out", root / "calibrated"),
         ("compress", root / "svi", "--items", "10", "--out", root / "short.csv"),
         ("adaptive", "--bank", root / "svi", "--data", root / "data", "--out", root / "cat"),
         ("predict", root / "svi", "--out", root / "pred.csv"),
@@ -62,7 +63,8 @@ def test_commands_refuse_an_svi_bank_in_one_line_and_write_nothing(svi_bank):
         assert len(lines) == 1 and lines[0].startswith("Error:"), res.output
         assert "--sampler svi" in lines[0] and "--allow-approximate" in lines[0]
         assert "allow_approximate" not in lines[0]
-    assert not any((root / name).exists() for name in ("scored", "short.csv", "cat", "pred.csv"))
+    written = ("scored", "calibrated", "short.csv", "cat", "pred.csv")
+    assert not any((root / name).exists() for name in written)
 
 
 def test_allowed_approximate_banks_say_so_in_every_output(svi_bank):

@@ -1,4 +1,4 @@
-"""Measuring with a fitted run: ``score``, ``compress``, ``adaptive``, ``predict``, ``route``.
+"""Measuring with a fitted run: score, calibrate, compress, adaptive, predict and route.
 
 Each verb takes a :class:`~bayes_dualeval.api.run.Run` (its frozen posterior is the
 *bank*) and returns a small result object holding its tables; ``save`` writes what the
@@ -129,6 +129,84 @@ def score(run, data, *, ci: float = DEFAULT_CI, seed: int = 0, draws: int | None
     result.summary["approximate_bank"] = bank.approximate or None
     _mark(result.scores, bank.approximate)
     return Scores(result.scores, result.accuracy, result.warnings, result)
+
+
+@dataclass
+class ItemCalibration:
+    """New questions placed on a run's scale, common ones checked for drift (:func:`calibrate`).
+
+    Attributes
+    ----------
+    items : pandas.DataFrame
+        ``items.csv``: one row per new question (``b``, ``a`` with intervals, ``linked_by``).
+    drift : pandas.DataFrame
+        ``drift.csv``: one row per common question (shift, ``p_drift``, ``flagged``).
+    warnings : list of str
+    result : CalibrationResult
+        Everything :func:`bayes_dualeval.measure.calibrate.calibrate` computed.
+    """
+
+    items: pd.DataFrame
+    drift: pd.DataFrame
+    warnings: list
+    result: object = field(repr=False)
+
+    def save(self, out: str | Path) -> Path:
+        """Write the calibration folder (``items.csv``, ``drift.csv``, ``summary.json``)."""
+        from bayes_dualeval.measure.output import write_calibration
+
+        return write_calibration(self.result, out)
+
+
+def calibrate(run, data, *, ci: float = DEFAULT_CI, drift_threshold: float = 0.5, fdr: float = 0.1,
+              seed: int = 0, draws: int | None = None,
+              allow_approximate: bool = False) -> ItemCalibration:  # fmt: skip
+    """Calibrate the static questions of ``data`` on ``run``'s scale (its models stay fixed).
+
+    The dual of :func:`score`: see :mod:`bayes_dualeval.measure.calibrate`.
+
+    Parameters
+    ----------
+    run : Run
+        A NUTS run (or SVI with ``allow_approximate``) with static questions, 1PL or 2PL.
+    data : str, Path or list of them
+        Evaluation files or folders with the run's models' answers on new questions (and
+        on questions of the run: common ones, checked for drift).
+    ci : float
+        Interval level.
+    drift_threshold : float
+        A common question drifted when its ``b`` moved by more than this (logits).
+    fdr : float
+        False discovery level of the drift flag.
+    seed : int
+        Seed of the parameter draws.
+    draws : int, optional
+        Posterior draws of the bank used (evenly spaced).
+    allow_approximate : bool
+        Calibrate against a bank that is not a converged NUTS posterior (refused
+        otherwise); every output then says so.
+
+    Returns
+    -------
+    ItemCalibration
+
+    Examples
+    --------
+    >>> cal = run.calibrate("benchmark_v2/")  # doctest: +SKIP
+    >>> cal.drift[cal.drift["flagged"]]  # doctest: +SKIP
+    """
+    from bayes_dualeval.measure.calibrate import calibrate as calibrate_items
+
+    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    bank = _bank(run, draws, allow_approximate)
+    result = calibrate_items(
+        bank, paths, ci=ci, drift_threshold=drift_threshold, fdr=fdr, seed=seed
+    )
+    result.warnings = list(result.warnings) + _caveat(bank.approximate)
+    result.summary["approximate_bank"] = bank.approximate or None
+    _mark(result.items, bank.approximate)
+    _mark(result.drift, bank.approximate)
+    return ItemCalibration(result.items, result.drift, result.warnings, result)
 
 
 @dataclass

@@ -266,6 +266,15 @@ class Run:
 
         return measures.score(self, data, **options)
 
+    def calibrate(self, data, **options):
+        """Place new questions on this run's scale: ``bayes-dualeval calibrate``.
+
+        See :func:`bayes_dualeval.api.measures.calibrate` for ``options``.
+        """
+        from bayes_dualeval.api import measures
+
+        return measures.calibrate(self, data, **options)
+
     def compress(self, n: int, *, for_: str = "ranking", **options):
         """A short form of ``n`` items: ``bayes-dualeval compress``.
 

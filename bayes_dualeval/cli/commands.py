@@ -1,7 +1,8 @@
 """The ``bayes-dualeval`` command line: a thin click layer over the library.
 
 One module per command (:mod:`~bayes_dualeval.cli.check`, ``simulate``, ``fit``,
-``report``, ``compare``, ``predict``, ``score``, ``compress``, ``adaptive``, ``sbc``, ``models``);
+``report``, ``compare``, ``predict``, ``score``, ``calibrate``, ``compress``, ``adaptive``,
+``sbc``, ``models``);
 :mod:`~bayes_dualeval.cli.shared` turns library errors into one clean line, and
 :mod:`~bayes_dualeval.cli.options` makes options from the settings dataclasses. JAX is
 only imported by the commands that need it, after the host device count is set.
@@ -13,6 +14,7 @@ import click
 
 from bayes_dualeval import __version__
 from bayes_dualeval.cli.adaptive import adaptive
+from bayes_dualeval.cli.calibrate import calibrate
 from bayes_dualeval.cli.check import check
 from bayes_dualeval.cli.compare import compare
 from bayes_dualeval.cli.compress import compress
@@ -48,6 +50,7 @@ for _command in (
     compare,
     predict,
     score,
+    calibrate,
     compress,
     adaptive,
     sbc,

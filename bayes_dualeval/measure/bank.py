@@ -10,6 +10,13 @@ deviation of the bank's raw rewards) and the tie and both-bad thresholds of its 
 distillation. :func:`bayes_dualeval.measure.responses.responses` reads new evaluation
 files into the same item ids and normalises their rewards with the bank's normalisation
 (:func:`norm_unit`).
+
+A bank written by another version of bayes-dualeval is read when it stores what this
+version reads, and refused (naming the missing field and the version) when not: the
+recorded specification (``posterior.attrs``), the data (``observed_data`` and
+``constant_data``, the reward normalisation in ``diagnostics.json``), the posterior sites
+its likelihood reads, and the sampler and convergence check (``diagnostics.json``'s
+``sampler`` and ``convergence``, without which the bank counts as approximate).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from bayes_dualeval.posterior.summaries import draws_of
 
 #: Posterior draws of the bank kept for measuring (evenly spaced over the chains).
 BANK_DRAWS = 1000
+#: The item prior's group hyperparameters, kept when the posterior has them.
+HYPERPARAMETERS = ("mu_b", "sigma_b", "mu_log_a", "sigma_log_a", "tau_beta_b")
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +72,12 @@ class Bank:
         How the bank's arena cells meet its judges, families and style covariates
         (:func:`~bayes_dualeval.model.facets.arena_facets`), None without facets; their
         draws (``gamma_judge``, ``judge_bias``, ``style_coef``) are then in ``draws``.
+        The item prior's hyperparameters (:data:`HYPERPARAMETERS`, shape (D, groups))
+        are in ``draws`` too where the posterior has them (None otherwise).
+    approximate : str
+        Why the bank is not a converged NUTS posterior (``""`` when it is).
+    version : str
+        The bayes-dualeval version that wrote the bank.
     """
 
     run_dir: Path
@@ -76,6 +91,7 @@ class Bank:
     bb_threshold: float
     facets: ArenaFacets | None = None
     approximate: str = ""
+    version: str = __version__
 
     @classmethod
     def from_run(
@@ -96,8 +112,9 @@ class Bank:
         Raises
         ------
         InputError
-            When the folder is missing or not a readable run, was written by another
-            version of bayes-dualeval, is not a converged NUTS posterior (unless
+            When the folder is missing or not a readable run (also one written by another
+            version of bayes-dualeval that lacks a field this one reads: see the module),
+            is not a converged NUTS posterior (unless
             ``allow_approximate``), holds a point estimate instead of posterior draws
             (a MAP run), or its posterior lacks a site its specification's likelihood
             reads.
@@ -108,21 +125,19 @@ class Bank:
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise InputError(f"bank {run_dir} does not exist or is not a folder")
+        written = ""
         try:
             idata, diagnostics = load_run(run_dir)
+            written = str(diagnostics.get("versions", {}).get("bayes_dualeval") or "unknown")
             model = DualEvalModel.from_idata(idata)
             dataset = model.fitted_data(stored_dataset(idata, diagnostics))
         except InputError as exc:
             text = str(exc) if str(run_dir) in str(exc) else f"bank {run_dir}: {exc}"
-            raise InputError(text) from None
+            raise InputError(text + _older(written)) from None
         except Exception as exc:  # a truncated or foreign netCDF file fails in h5py
-            raise InputError(f"bank {run_dir}: cannot read posterior.nc ({exc})") from None
-        written = diagnostics.get("versions", {}).get("bayes_dualeval")
-        if written != __version__:
             raise InputError(
-                f"bank {run_dir} was written by bayes-dualeval {written or 'unknown'}, "
-                f"this is {__version__}: fit the bank again"
-            )
+                f"bank {run_dir}: cannot read posterior.nc ({exc}){_older(written)}"
+            ) from None
         if model.domain_abilities or model.dims > 1:
             kind = (
                 "an ability per item domain (abilities 'domain')"
@@ -163,12 +178,14 @@ class Bank:
             "gamma_judge": facets is not None and facets.n_judges > 1,
             "judge_bias": facets is not None and facets.n_families > 0,
             "style_coef": facets is not None and facets.style.shape[1] > 0,
+            # the item prior's hyperparameters, which calibration reads (when hierarchical)
+            **{name: False for name in HYPERPARAMETERS},
         }
         for name, read in needed.items():
             if name in idata.posterior:
                 draws[name] = np.asarray(draws_of(idata, name), np.float32)[keep]
             elif read:
-                raise InputError(f"bank {run_dir}: the posterior has no {name!r}")
+                raise InputError(f"bank {run_dir}: the posterior has no {name!r}{_older(written)}")
             else:
                 draws[name] = None
         centre, scale = _reward_normalisation(dataset)
@@ -188,6 +205,7 @@ class Bank:
             bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
             facets=facets,
             approximate=approximate,
+            version=written,
         )
 
     def refuse_facets(self, job: str) -> None:
@@ -239,6 +257,16 @@ class Bank:
 def shift(bank: Bank, rows=slice(None)) -> np.ndarray:
     """The bank models' mean raw ability in each draw: the leaderboard's zero."""
     return bank.draws["theta"][rows].mean(axis=1)
+
+
+def _older(written: str) -> str:
+    """What a read failure adds when another version of bayes-dualeval wrote the bank."""
+    if not written or written == __version__:
+        return ""
+    return (
+        f" (written by bayes-dualeval {written}, this is {__version__}: that version did not "
+        "store what this one reads; fit the bank again)"
+    )
 
 
 def _sampler(diagnostics: dict) -> str:

@@ -1,11 +1,12 @@
-"""What measurements write: score and adaptive-testing folders (all or nothing), tables.
+"""What measurements write: score, calibration and adaptive-testing folders, tables.
 
 :func:`write_scores` writes ``scores.csv``, ``accuracy.csv``, ``summary.json`` (the
 settings, counts and warnings), ``report.html`` and ``report.md`` (with its figures) into
 a staging folder and moves it into place
 (:func:`bayes_dualeval.core.atomic.staged_folder`): a failure leaves no partial folder.
-:func:`write_adaptive` does the same for an adaptive test, :func:`write_table` writes a
-short form.
+:func:`write_calibration` does the same for a calibration (``items.csv``, ``drift.csv``,
+``summary.json``) and :func:`write_adaptive` for an adaptive test; :func:`write_table`
+writes a short form.
 """
 
 from __future__ import annotations
@@ -46,6 +47,27 @@ def write_scores(result: ScoreResult, out: str | Path) -> Path:
         atomic.write_text(staging / "report.md", doc.markdown())
         for name, png in doc.figures.items():
             atomic.write_bytes(staging / FIGURES_DIR / f"{name}.png", png)
+    return Path(out)
+
+
+def write_calibration(result, out: str | Path) -> Path:
+    """Write the calibration folder ``out`` (must not exist, or be empty) and return it.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+        From :func:`~bayes_dualeval.measure.calibrate.calibrate`.
+    out : str or Path
+    """
+    with atomic.staged_folder(out) as staging:
+        atomic.write_text(
+            staging / "items.csv", result.items.to_csv(index=False, float_format="%.6g")
+        )
+        atomic.write_text(
+            staging / "drift.csv", result.drift.to_csv(index=False, float_format="%.6g")
+        )
+        summary = {**result.summary, "warnings": result.warnings, "version": __version__}
+        atomic.write_text(staging / "summary.json", json.dumps(summary, indent=1) + "\n")
     return Path(out)
 
 

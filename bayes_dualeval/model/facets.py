@@ -171,7 +171,8 @@ def arena_facets(dataset: Dataset, use_arena: bool) -> ArenaFacets:
         family[~np.isin(names, families)] = n_families
     width = len(dataset.style) if use_arena else 0
     raw = np.asarray(dataset.arena_style, np.float64)[:n_cells, :width].reshape(n_cells, width)
-    mean, sd = raw.mean(axis=0) if n_cells else raw.sum(axis=0), raw.std(axis=0)
+    # without arena cells: no covariates, and no statistic of an empty column
+    mean, sd = (raw.mean(axis=0), raw.std(axis=0)) if n_cells else (raw.sum(axis=0),) * 2
     flat = [c for c, v in zip(dataset.style, sd, strict=False) if not v > 0]
     if flat:
         raise ConfigError(f"style covariate {flat[0]!r} does not vary over the arena cells")
