@@ -200,6 +200,8 @@ def test_nuts_draws_more_rounds_while_the_check_fails(caplog, monkeypatch):
     assert draws.info["rounds"] == 2
     # each round is said as it starts and ends (parallel chains have no progress bar)
     said = [r.getMessage() for r in caplog.records if r.name.startswith("bayes_dualeval")]
+    # the heartbeat's lines depend on the machine's speed (a loaded one: "still running")
+    said = [m for m in said if " still running " not in m]
     assert said[0] == "round 1: 1 chain(s), 50 warm-up iterations and 20 draws each"
     assert said[1].startswith("round 1 finished")
     assert said[2] == "round 2: the convergence check has not passed; 20 more draws per chain"
