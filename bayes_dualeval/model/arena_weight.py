@@ -199,8 +199,9 @@ def sandwich(model, point: Mapping, inputs) -> SandwichWeight:
         u_items = np.stack([u_b, u_a], axis=1)
         cross = np.stack([cross_b, cross_a], axis=2)  # (Q, p, k)
     block = block + ITEM_RIDGE * np.eye(k)
-    solve = np.linalg.solve(block[used], np.concatenate([u_items[used, :, None],
-                                                         np.swapaxes(cross[used], 1, 2)], 2))
+    solve = np.linalg.solve(
+        block[used], np.concatenate([u_items[used, :, None], np.swapaxes(cross[used], 1, 2)], 2)
+    )
     efficient = scores[used] - np.einsum("qpk,qk->qp", cross[used], solve[:, :, 0])
     profile = h_gg - np.einsum("qpk,qkr->pr", cross[used], solve[:, :, 1:])
     return sandwich_factor(efficient, profile)

@@ -125,7 +125,8 @@ def table(results: dict) -> list[dict]:
             values = np.asarray(pooled.get(f"theta@{level}", []), float)
             row[f"theta{int(level * 100)}"] = float(values.mean()) if len(values) else None
             row["n_theta"] = len(values)
-        prob, true = np.asarray(pooled.get("pair_prob", [])), np.asarray(pooled.get("pair_true", []))
+        prob = np.asarray(pooled.get("pair_prob", []))
+        true = np.asarray(pooled.get("pair_true", []))
         if len(prob):
             bins = np.clip((prob * 5).astype(int), 0, 4)
             row["ece"] = float(
@@ -138,13 +139,17 @@ def table(results: dict) -> list[dict]:
 
 def print_rows(rows: list[dict], header: str) -> None:
     print(header)
-    print("| data / rewards / weight | theta 90% | theta 50% | pairwise ECE | mean factor | fits | failed check |")
+    print(
+        "| data / rewards / weight | theta 90% | theta 50% | pairwise ECE | mean factor | fits "
+        "| failed check |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         t90 = "" if r.get("theta90") is None else f"{r['theta90']:.3f} (n {r['n_theta']})"
         t50 = "" if r.get("theta50") is None else f"{r['theta50']:.3f}"
         ece = "" if "ece" not in r else f"{r['ece']:.3f}"
-        print(f"| {r['cell']} | {t90} | {t50} | {ece} | {r['factor']:.2f} | {r['fits']} | {r['failed']} |")
+        factor, fits, failed = r["factor"], r["fits"], r["failed"]
+        print(f"| {r['cell']} | {t90} | {t50} | {ece} | {factor:.2f} | {fits} | {failed} |")
 
 
 def main(argv=None) -> int:
