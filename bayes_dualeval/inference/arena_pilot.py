@@ -14,6 +14,8 @@ import dataclasses
 
 import numpy as np
 
+from bayes_dualeval.core.errors import ConfigError
+from bayes_dualeval.core.fields import setting
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.arena_weight import SandwichWeight, sandwich
 from bayes_dualeval.model.config import ModelConfig
@@ -54,17 +56,29 @@ def calibrate(
     weight : SandwichWeight or None
         What the factor was computed from (None when nothing was calibrated).
 
+    Raises
+    ------
+    ConfigError
+        With ability dimensions (``dims > 1``), which MAP does not fit.
+
     Notes
     -----
-    The pilot is a MAP fit at the weight ``lambda_arena``, so it needs what MAP needs
-    (1PL or 2PL, one ability dimension): other specifications raise MAP's
-    :class:`~bayes_dualeval.core.errors.ConfigError`.
+    The pilot is a MAP fit at the weight ``lambda_arena``. Under 3PL and 4PL, whose static
+    floors and ceilings MAP does not fit, the pilot is the 2PL fit of the same data (the
+    arena prompts have no floors or ceilings).
     """
     from bayes_dualeval.inference.mode import run_map
 
     if not needs_calibration(config, inputs):
         return config, None
-    pilot_config = dataclasses.replace(config, arena_weight="fixed")
+    if config.dims > 1:
+        raise ConfigError(
+            f"a calibrated arena weight is computed at a MAP pilot, and MAP does not fit "
+            f"ability dimensions ({setting('dims', config.dims)}): use "
+            f"{setting('arena_weight', 'fixed')}"
+        )
+    irt = "2pl" if DualEvalModel(config).asymptotes else config.irt
+    pilot_config = dataclasses.replace(config, arena_weight="fixed", irt=irt)
     pilot = run_map(inputs, pilot_config, SamplerSettings(sampler="map", seed=seed))
     point = {k: np.asarray(v)[0, 0] for k, v in pilot.samples.items()}
     weight = sandwich(DualEvalModel(config), point, inputs)
