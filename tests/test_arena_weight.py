@@ -150,3 +150,23 @@ def test_every_consumer_applies_the_calibrated_weight_as_a_fixed_one_of_that_val
     again = DualEvalModel(ModelConfig().replace(**calibrated.to_dict()))
     assert again.arena.weight == 2.5
     assert any("arena weight 2.5" in note for note in config_notes(again))
+
+
+def test_a_fit_computes_records_and_reads_back_one_weight():
+    """``fit`` with a calibrated weight: the factor in ``diagnostics.json``, the recorded
+    specification and the model read back from the posterior are the same number."""
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.runs.fit import fit
+
+    result = fit(_small(), ModelConfig(arena_weight="calibrated"), SamplerSettings(sampler="map"))
+    record = result.diagnostics["arena_weight"]
+    assert record["setting"] == "calibrated" and record["units"] == 7
+    assert record["factor"] > 0 and record["weight"] == pytest.approx(record["factor"])
+    assert result.config.arena_weight_factor == record["factor"]
+    assert result.diagnostics["config"]["arena_weight_factor"] == record["factor"]
+    again = DualEvalModel.from_idata(result.idata)
+    assert again.arena.weight == pytest.approx(record["weight"])
+    # the fixed weight records nothing and reads lambda_arena
+    fixed = fit(_small(), ModelConfig(), SamplerSettings(sampler="map"))
+    assert "arena_weight" not in fixed.diagnostics
+    assert DualEvalModel.from_idata(fixed.idata).arena.weight == 1.0

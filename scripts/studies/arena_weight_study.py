@@ -98,16 +98,44 @@ def run(args) -> dict:
                     cell["failed"] += not result.converged
                     record = result.diagnostics.get("arena_weight") or {}
                     cell["factors"].append(record.get("factor", 1.0))
+                    part = {}
                     if args.sampler != "map":
                         post = result.idata.posterior
                         samples = {k: post[k].values for k in post.data_vars}
-                        cell["parts"].append(metrics(samples, result.dataset, truth))
+                        part = metrics(samples, result.dataset, truth)
+                        cell["parts"].append(part)
+                    if args.log:  # one line per fit, written as it ends
+                        with open(args.log, "a", encoding="utf-8") as fh:
+                            line = {
+                                "cell": f"{kind}/{shape}/{weight}",
+                                "rep": rep,
+                                "converged": bool(result.converged),
+                                "factor": record.get("factor", 1.0),
+                                "metrics": part,
+                            }
+                            fh.write(json.dumps(line) + "\n")  # fmt: skip
                     print(
                         f"rep {rep} {kind}/{shape}/{weight}: factor "
                         f"{record.get('factor', 1.0):.3f}, {time.perf_counter() - start:.0f}s, "
                         f"{'converged' if result.converged else 'NOT converged'}",
                         file=sys.stderr, flush=True,
                     )  # fmt: skip
+    return results
+
+
+def combine(paths: list[str]) -> dict:
+    """The per-fit lines of ``--log`` files, pooled per cell as :func:`run` pools them."""
+    results = defaultdict(lambda: {"parts": [], "failed": 0, "fits": 0, "factors": []})
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for text in fh:
+                line = json.loads(text)
+                cell = results[line["cell"]]
+                cell["fits"] += 1
+                cell["failed"] += not line["converged"]
+                cell["factors"].append(line["factor"])
+                if line["metrics"]:
+                    cell["parts"].append(line["metrics"])
     return results
 
 
@@ -163,7 +191,12 @@ def main(argv=None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--json", default=None)
+    parser.add_argument("--log", default=None, help="append one JSON line per fit here")
+    parser.add_argument("--combine", nargs="+", metavar="LOG", help="fit nothing: pool logs")
     args = parser.parse_args(argv)
+    if args.combine:
+        print_rows(table(combine(args.combine)), f"pooled from {', '.join(args.combine)}")
+        return 0
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     start = time.time()
     rows = table(run(args))
