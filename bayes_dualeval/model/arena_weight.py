@@ -15,10 +15,12 @@ matches the two in trace, :math:`p` being the number of parameters. For a true l
 :math:`J = H` and :math:`w = 1`; soft targets that vary less than Bernoulli outcomes give
 :math:`w > 1`, pairs that repeat one another's evidence :math:`w < 1`.
 
-Here the parameters are the abilities' :math:`M - 1` contrasts (the pairs see differences of
-success probabilities, not the abilities' common level), :math:`H` and the per-prompt scores
-are those of the pairs alone (no both-bad or level term) at a pilot point, and :math:`J` is
-the variance over **prompts** of each prompt's score, times the number of prompts: prompts
+Here the parameters are the :math:`M - 2` directions of the abilities the pairs inform
+(:func:`contrast_basis`: not their common level, not their scale) and :math:`\log\gamma`,
+with each prompt's ``b`` and ``log a`` profiled out (:func:`sandwich`); :math:`H` and the
+per-prompt scores are those of the pairs alone (no both-bad or level term) at a pilot
+point, and :math:`J` is the variance over **prompts** of each prompt's efficient score,
+times the number of prompts: prompts
 are the independent units, the pairs within a prompt are not, and the judges of a prompt
 score the same answers, so a prompt with several judges is one unit. The factor multiplies
 the specification's ``lambda_arena`` (:class:`~bayes_dualeval.model.arena_term.ArenaTerm`);
@@ -53,7 +55,7 @@ class SandwichWeight:
     raw : float
         The factor before clipping (``nan`` where it could not be computed).
     parameters : int
-        ``p``: the abilities' contrasts.
+        ``p``: the abilities' directions the pairs inform, plus ``log gamma``.
     units : int
         The prompts the score variance is taken over.
     note : str
