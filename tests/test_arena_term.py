@@ -40,8 +40,8 @@ def _dataset(seed=5):
 
 
 #: one configuration per arena likelihood and weight: the default pairs with the level
-#: term, both-bad pairs weighted and DualEval's unweighted pairs, the rewards, and
-#: Bradley-Terry on the abilities
+#: term, both-bad pairs weighted and DualEval's unweighted pairs, the rewards,
+#: Bradley-Terry on the abilities, and a weight calibrated from the data
 CONFIGS = {
     "pairs, level": ModelConfig(),
     "pairs-full, lambda_bb 2, lambda_arena 0.5": ModelConfig(
@@ -49,6 +49,9 @@ CONFIGS = {
     ),
     "reward, level": ModelConfig(arena_likelihood="reward"),
     "bt": ModelConfig(mode="bt"),
+    "pairs, level, calibrated weight 2.5": ModelConfig(
+        arena_weight="calibrated", arena_weight_factor=2.5
+    ),
 }
 
 
@@ -112,7 +115,8 @@ def test_every_layout_and_the_pointwise_loglik_are_the_definition_summed(name):
     tr = compiled_trace(dualeval_model, inputs, config, seed=2)
     values = {k: np.asarray(v["value"]) for k, v in tr.items()}
     soft, bad = _reference(values, inputs, pairs, ds, config)
-    want = config.lambda_arena * soft.sum() + config.lambda_bb * bad.sum()
+    weight = DualEvalModel(config).arena.weight  # lambda_arena, or its calibrated value
+    want = weight * soft.sum() + config.lambda_bb * bad.sum()
     assert float(tr["arena"]["log_prob"]) == pytest.approx(want, rel=1e-5, abs=1e-3)
     if DualEvalModel(config).arena_term == "pairs":
         latent = {k: v["value"] for k, v in tr.items() if v["type"] == "sample"}

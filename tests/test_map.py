@@ -89,7 +89,12 @@ def _joint_inputs(config):
 
 @pytest.mark.parametrize(
     "changes",
-    [{}, {"lambda_arena": 0.5, "lambda_static": 2.0}, {"arena_likelihood": "reward"}],
+    [
+        {},
+        {"lambda_arena": 0.5, "lambda_static": 2.0},
+        {"arena_likelihood": "reward"},
+        {"arena_weight": "calibrated", "arena_weight_factor": 2.5},
+    ],
 )
 def test_item_likelihood_matches_the_model(changes):
     """The per-item terms MAP integrates add up to the model's likelihood factors."""

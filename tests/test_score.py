@@ -156,7 +156,7 @@ def _reference_loglik(bank, resp, pairs, grids, d):
         ll = np.where(
             bad[:, None],
             config.lambda_bb * arena_term.both_bad(eta_mine, 1.0),
-            config.lambda_arena * soft,
+            bank.model.arena.weight * soft,
         )
         out[k] += (w[:, None] * ll).sum(0)
     return out

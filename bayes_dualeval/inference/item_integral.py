@@ -26,6 +26,7 @@ from bayes_dualeval.model import facets, graders, parameters
 from bayes_dualeval.model.ability_map import domain_map
 from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
+from bayes_dualeval.model.spec import DualEvalModel
 
 #: Plate whose sites are integrated out.
 ITEM_PLATE = "item"
@@ -71,7 +72,9 @@ class ItemIntegral:
             z = z[:, None]
         self.nodes = jnp.asarray(z)  # (K, d), standard normal
         self.log_w = jnp.asarray(np.log(w) + 0.5 * np.sum(z * z, axis=1))
-        self.bb_apart = config.lambda_arena != 1.0
+        # the arena weight as the model applies it (lambda_arena, or calibrated from data)
+        self.arena_weight = DualEvalModel(config).arena.weight
+        self.bb_apart = self.arena_weight != 1.0
 
     # -- the model, read through NumPyro ------------------------------------------------
 
@@ -133,7 +136,7 @@ class ItemIntegral:
             if self.bb_apart:  # lambda_arena weighs all but the both-bad terms
                 no_bb = config.replace(lambda_bb=0.0)
                 rest = arena_loglik(theta, a, b, g, s, inputs, no_bb, **level)
-                full = config.lambda_arena * rest + (full - rest)
+                full = self.arena_weight * rest + (full - rest)
             total = total + full
         return total
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.model import links
 
 #: The arena likelihoods: distilled soft-target pairs, the rewards themselves, and
@@ -64,15 +65,19 @@ class ArenaTerm:
     kind : str
         ``"pairs"`` (also ``pairs-full``: the same term, other pair weights), ``"reward"``
         or ``"bt"``.
-    weight : float
-        ``lambda_arena``: the multiplier of the pairs, rewards and level term.
+    power : float
+        ``lambda_arena``, the weight the specification sets.
+    factor : float or None
+        The calibrated factor (``arena_weight = "calibrated"``; 1 under ``fixed``, None while
+        a calibrated weight is not yet computed from the data).
     both_bad_weight : float
         ``lambda_bb``: the multiplier of the both-bad pairs.
     """
 
     kind: str
-    weight: float = 1.0
+    power: float = 1.0
     both_bad_weight: float = 0.0
+    factor: float | None = 1.0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -85,7 +90,29 @@ class ArenaTerm:
             kind = "bt"
         else:
             kind = "reward" if config.arena_likelihood == "reward" else "pairs"
-        return cls(kind, float(config.lambda_arena), float(config.lambda_bb))
+        factor = 1.0
+        if config.arena_weight == "calibrated" and kind == "pairs":
+            factor = config.arena_weight_factor
+        return cls(kind, float(config.lambda_arena), float(config.lambda_bb), factor)
+
+    @property
+    def weight(self) -> float:
+        """The multiplier of the pairs, rewards and level term: ``lambda_arena * factor``.
+
+        Raises
+        ------
+        ConfigError
+            When the weight is calibrated and not yet computed from the data
+            (:func:`bayes_dualeval.model.arena_weight.calibrate` computes it).
+        """
+        if self.factor is None:
+            raise ConfigError(
+                "the arena weight is calibrated from the data and has not been computed "
+                "yet: fit the data, or give the specification its arena_weight_factor"
+            )
+        if self.factor == 1.0:
+            return self.power
+        return self.power * self.factor
 
     @property
     def reads_pairs(self) -> bool:

@@ -24,6 +24,7 @@ MODES = ("both", "static", "arena", "bt")
 ITEM_PRIORS = ("hierarchical", "independent")
 ARENA_LIKELIHOODS = ("pairs", "pairs-full", "reward")
 ARENA_LEVELS = ("mean", "none")
+ARENA_WEIGHTS = ("fixed", "calibrated")
 ABILITIES = ("single", "domain")
 #: Most ability dimensions a fit may have (each adds models + items - 1 parameters).
 MAX_DIMS = 5
@@ -88,6 +89,16 @@ class ModelConfig:
         identified and are marked so.
     lambda_static, lambda_arena, lambda_bb : float
         Likelihood powers of the static, arena-pair and both-bad terms.
+    arena_weight : {"fixed", "calibrated"}
+        ``fixed``: the arena term's weight is ``lambda_arena``. ``calibrated``: it is
+        ``lambda_arena`` times a factor the fit computes once from the data, a sandwich
+        (magnitude-adjusted) weight of the pairs pseudo-likelihood with prompts as the
+        independent units (:mod:`bayes_dualeval.model.arena_weight`); it applies to the
+        pairs likelihoods only (the factor is 1 under ``reward`` and ``bt``).
+    arena_weight_factor : float or None
+        Under ``calibrated``: the factor the fit computed (None until then). Set by the fit
+        and recorded with the specification, so every reader of a run applies the same
+        weight; not a setting a user chooses.
     bb_ratio, tie_ratio : float
         Distillation quantiles (see :func:`bayes_dualeval.data.distill.distill`).
     theta_scale : float
@@ -167,6 +178,12 @@ class ModelConfig:
     lambda_static: float = _likelihood(1.0, "Likelihood power of static labels.", _NON_NEGATIVE)
     lambda_arena: float = _likelihood(1.0, "Likelihood power of arena pairs.", _NON_NEGATIVE)
     lambda_bb: float = _likelihood(0.0, "Weight of the both-bad anchoring term.", _NON_NEGATIVE)
+    arena_weight: str = _likelihood(
+        "fixed",
+        "Weight of the arena pairs: lambda_arena, or lambda_arena times a factor calibrated "
+        "from the data (a sandwich weight with prompts as the independent units).",
+        choices=ARENA_WEIGHTS,
+    )
     bb_ratio: float = _likelihood(
         DEFAULT_BB_RATIO,
         "Quantile of pairwise max(z) at or below which a pair is both-bad (0 = off).",
@@ -229,6 +246,7 @@ class ModelConfig:
         0.3, "Item features: HalfNormal scale of the sd of log a they explain.", _POSITIVE
     )
     description: str = ""
+    arena_weight_factor: float | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -241,6 +259,14 @@ class ModelConfig:
         if isinstance(self.dims, bool) or not isinstance(self.dims, int):
             raise ConfigError(f"dims must be a whole number, got {self.dims!r}")
         check_fields(self)
+        factor = self.arena_weight_factor
+        if factor is not None and (
+            isinstance(factor, bool)
+            or not isinstance(factor, (int, float))
+            or not math.isfinite(factor)
+            or factor <= 0
+        ):
+            raise ConfigError(f"arena_weight_factor must be a positive number, got {factor!r}")
         by_domain, by_dims = self.abilities == "domain", self.dims > 1
         if (by_domain or by_dims) and self.mode == "bt":
             richer = "abilities 'domain'" if by_domain else f"dims {self.dims}"

@@ -191,14 +191,25 @@ def loo(idata):
         return az.loo(data, pointwise=True, var_name="y", reff=_reff(idata, ll["draw"].values))
 
 
-def config_notes(config: Mapping) -> list[str]:
-    """Warnings about a specification whose posterior PSIS-LOO only approximates."""
+def config_notes(model) -> list[str]:
+    """Warnings about a specification whose posterior PSIS-LOO only approximates.
+
+    Parameters
+    ----------
+    model : DualEvalModel
+        The run's model; the arena's power is the weight it applies
+        (:attr:`~bayes_dualeval.model.arena_term.ArenaTerm.weight`, calibrated or fixed).
+    """
     notes = []
-    powers = {k: config.get(k, 1.0) for k in ("lambda_static", "lambda_arena")}
+    config = model.config
+    arena = model.arena
+    powers = {"lambda_static": config.lambda_static, "lambda_arena": arena.weight}
+    if config.arena_weight == "calibrated" and arena.kind == "pairs":
+        powers = {"lambda_static": config.lambda_static, "arena weight": arena.weight}
     tempered = [f"{k} {v:g}" for k, v in powers.items() if v != 1.0]
     if tempered:
         notes.append(f"tempered posterior ({', '.join(tempered)}): PSIS weights assume power 1")
-    if config.get("lambda_bb", 0.0) > 0:
+    if config.lambda_bb > 0:
         notes.append("a left-out prompt's both-bad pseudo-observations stay in (lambda_bb > 0)")
     return notes
 
@@ -263,10 +274,10 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
             fingerprints[name] = data_fingerprint(idata)
             units[name] = loglik_unit(idata)
             elpds[name] = loo(idata)
-            config = DualEvalModel.from_idata(idata).config.to_dict()
+            model = DualEvalModel.from_idata(idata)
         except InputError as exc:
             raise InputError(f"{name}: {exc}") from None
-        notes[name] += config_notes(config)
+        notes[name] += config_notes(model)
     _check_same(fingerprints, units)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -207,6 +207,7 @@ def fit(
     centred = settings.centring if settings.sampler == "nuts" else "none"
     inputs, pairs = build_inputs(dataset, config, centred=centred, features=design)
     timings["distill"] = round(time.perf_counter() - start, 3)
+    config, arena_weight = _arena_weight(inputs, config, settings, timings)
 
     def until(draws):
         from bayes_dualeval.posterior.diagnostics import draws_verdict
@@ -249,6 +250,8 @@ def fit(
         "timings": timings,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+    if arena_weight is not None:
+        diagnostics["arena_weight"] = arena_weight
     if "losses" in draws.info:
         diagnostics["sampler_info"]["loss_trace"] = _thin(draws.info["losses"], 200)
     if design is not None:
@@ -265,6 +268,33 @@ def fit(
         diagnostics["holdout"], result.holdout = holdout_scores(idata, dataset, pairs, held)
         timings["holdout"] = round(time.perf_counter() - start, 3)
     return result
+
+
+def _arena_weight(inputs, config: ModelConfig, settings: SamplerSettings, timings: dict):
+    """``config`` with its arena weight calibrated from ``inputs``, and the record of it.
+
+    The record (``diagnostics.json["arena_weight"]``) is None unless the specification asks
+    for a calibrated weight (:func:`bayes_dualeval.inference.arena_pilot.calibrate`).
+    """
+    if config.arena_weight != "calibrated":
+        return config, None
+    from bayes_dualeval.inference.arena_pilot import calibrate
+
+    start = time.perf_counter()
+    config, weight = calibrate(inputs, config, settings.seed)
+    timings["arena_weight"] = round(time.perf_counter() - start, 3)
+    term = DualEvalModel(config).arena
+    record = {
+        "setting": "calibrated",
+        "lambda_arena": config.lambda_arena,
+        "factor": term.factor,
+        "weight": term.weight,
+    }
+    if weight is None:
+        record["note"] = "no arena pairs in this fit: the weight is lambda_arena"
+    else:
+        record.update({k: v for k, v in weight.to_dict().items() if k != "factor"})
+    return config, record
 
 
 def _interrupted(conv: Convergence, info: dict) -> Convergence:
