@@ -42,8 +42,12 @@ def _model(y=None):
     numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
 
 
+class _Seen(Exception):
+    """Raised by the chain method once it has what the test reads (nothing is compiled)."""
+
+
 def test_the_kernel_and_the_driver_still_have_what_the_chain_driver_borrows():
-    """One run of two chains through a callable ``chain_method`` (``vmap``: one program)."""
+    """Two chains through a callable ``chain_method``, stopped before anything compiles."""
     kernel = NUTS(_model)
     for name in ("_step_size", "_inverse_mass_matrix", "_init_strategy"):
         assert hasattr(kernel, name), f"NumPyro's NUTS no longer has {name}"
@@ -51,18 +55,19 @@ def test_the_kernel_and_the_driver_still_have_what_the_chain_driver_borrows():
 
     def method(chain_fn):
         seen["fn"] = chain_fn
-        return jax.vmap(chain_fn)
+        raise _Seen
 
     mcmc = MCMC(kernel, num_warmup=5, num_samples=5, num_chains=2, chain_method=method,
                 progress_bar=False, jit_model_args=True)  # fmt: skip
     assert isinstance(mcmc._collection_params, dict), "MCMC._collection_params changed"
-    mcmc.run(jax.random.PRNGKey(0), jnp.zeros(3))
+    try:
+        mcmc.run(jax.random.PRNGKey(0), jnp.zeros(3))
+    except _Seen:
+        pass
     fn = seen["fn"]
     assert isinstance(fn, functools.partial)
     assert fn.func.__self__ is mcmc, "the partial no longer wraps the driver's bound method"
     assert {"args", "kwargs"} <= set(fn.keywords)
-    # the step size the kernel holds is the one warm-up adapted (what chains.py passes on)
-    assert float(kernel._step_size) > 0
 
 
 def test_jax_says_whether_its_backends_started():
