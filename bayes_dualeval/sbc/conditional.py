@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.measure.bank import Bank
 from bayes_dualeval.sbc import ecdf
@@ -75,19 +74,9 @@ class MeasureSBCResult:
 
     def save(self, out: str | Path) -> Path:
         """Write ``sbc.csv``, ``coverage.csv``, ``ranks.csv``, ``sbc.png`` and ``sbc.json``."""
-        import json
+        from bayes_dualeval.sbc.study import write_folder
 
-        from bayes_dualeval.sbc.plot import ecdf_figure
-        from bayes_dualeval.sbc.study import INFO_FILE, PLOT_FILE, RANKS_FILE, SUMMARY_FILE
-
-        with atomic.staged_folder(out) as staging:
-            self.summary.to_csv(staging / SUMMARY_FILE, index=False)
-            self.coverage.to_csv(staging / COVERAGE_FILE, index=False)
-            self.ranks.to_csv(staging / RANKS_FILE, index=False)
-            fig = ecdf_figure(self.ranks, self.band, self.summary)
-            fig.savefig(staging / PLOT_FILE, dpi=110)
-            (staging / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
-        return Path(out)
+        return write_folder(out, self, {COVERAGE_FILE: self.coverage})
 
 
 def measure_sbc(

@@ -82,17 +82,28 @@ class SBCResult:
 
     def save(self, out: str | Path) -> Path:
         """Write ``sbc.csv``, ``ranks.csv``, ``sbc.png`` and ``sbc.json`` into a new folder."""
-        import json
+        return write_folder(out, self)
 
-        from bayes_dualeval.sbc.plot import ecdf_figure
 
-        with atomic.staged_folder(out) as staging:
-            self.summary.to_csv(staging / SUMMARY_FILE, index=False)
-            self.ranks.to_csv(staging / RANKS_FILE, index=False)
-            fig = ecdf_figure(self.ranks, self.band, self.summary)
-            fig.savefig(staging / PLOT_FILE, dpi=110)
-            (staging / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
-        return Path(out)
+def write_folder(out: str | Path, result, tables: dict | None = None) -> Path:
+    """Write an SBC result's folder, staged: ``sbc.csv``, ``ranks.csv``, ``sbc.png``, ``sbc.json``.
+
+    ``result`` has ``summary``, ``ranks``, ``band`` and ``info``; ``tables`` maps further
+    file names to frames written beside them.
+    """
+    import json
+
+    from bayes_dualeval.sbc.plot import ecdf_figure
+
+    with atomic.staged_folder(out) as staging:
+        result.summary.to_csv(staging / SUMMARY_FILE, index=False)
+        for name, frame in (tables or {}).items():
+            frame.to_csv(staging / name, index=False)
+        result.ranks.to_csv(staging / RANKS_FILE, index=False)
+        fig = ecdf_figure(result.ranks, result.band, result.summary)
+        fig.savefig(staging / PLOT_FILE, dpi=110)
+        (staging / INFO_FILE).write_text(json.dumps(result.info, indent=2) + "\n")
+    return Path(out)
 
 
 def sbc(
