@@ -110,8 +110,91 @@ def test_one_grader_leaves_the_model_as_it_was(tmp_data):
     assert static_layout(inputs) == "matrix"
 
 
-def test_a_bank_graded_by_several_judges_is_refused_in_one_line(graded_run):
-    _, out, _ = graded_run
-    with pytest.raises(InputError, match="grades its static labels by 4 judges") as err:
-        Bank.from_run(out)
+@pytest.fixture(scope="module")
+def graded_bank(tmp_path_factory):
+    """A bank of 7 models x 40 questions labelled by three graders (SVI), and 3 new models."""
+    import warnings
+
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.runs.fit import fit, write_run
+
+    root = tmp_path_factory.mktemp("graded_bank")
+    static, arena, truth = simulate(10, 40, 0, graders=3, seed=8)
+    names = sorted(static["model_label"].unique())
+    write(root / "bank_data", static[static["model_label"].isin(names[:7])], arena, truth)
+    write(root / "new_data", static[static["model_label"].isin(names[7:])], arena, truth)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fit(load(root / "bank_data"), ModelConfig(), SamplerSettings(
+            sampler="svi", draws=200, seed=3))  # fmt: skip
+    write_run(result, root / "bank")
+    bank = Bank.from_run(root / "bank", max_draws=100, allow_approximate=True)
+    return root, bank
+
+
+def test_new_labels_are_read_with_their_graders_severity(graded_bank):
+    """The measure stage's log likelihood of a label is the model's, grader included."""
+    from bayes_dualeval.measure.grid import loglik
+    from bayes_dualeval.measure.responses import responses
+    from bayes_dualeval.model import links
+
+    root, bank = graded_bank
+    assert list(bank.graders) == ["grader-a", "grader-b", "grader-c"]
+    resp = responses(root / "new_data", bank)
+    assert resp.static_grader is not None and sorted(set(resp.static_grader)) == [0, 1, 2]
+    assert len(resp.static_item) == 3 * 40 * 3  # every grader's label is a cell
+    grids = np.linspace(-2.0, 2.0, 5)[None, :] + np.zeros((resp.n_models, 1))
+    rows = np.array([0, 7, bank.n_draws - 1])
+    got = loglik(bank, resp, None, grids, rows)  # (K, D, G)
+    for i, d in enumerate(rows):
+        draws = {k: np.asarray(v[d], np.float64) for k, v in bank.draws.items() if v is not None}
+        theta = grids[resp.static_model] + draws["theta"].mean()  # (S, G)
+        q = resp.static_item
+        eta = links.eta(theta, draws["b"][q][:, None], draws["a"][q][:, None])
+        sev = draws[graders.SITE][None, :]
+        eta = graders.shift(eta.T, sev, resp.static_grader).T  # the fit's formula
+        y = resp.static_share[:, None]
+        cell = resp.static_n[:, None] * links.bernoulli_loglik(y, eta)
+        want = np.stack([cell[resp.static_model == k].sum(0) for k in range(resp.n_models)])
+        np.testing.assert_allclose(got[:, i], want, rtol=1e-4, atol=2e-3)
+
+
+def test_an_adaptive_test_of_every_item_ends_where_the_score_does(graded_bank):
+    """Asking all items reads every grader's label: the score's posterior, on its grid."""
+    from bayes_dualeval.measure.adaptive import adaptive
+    from bayes_dualeval.measure.compress import compress
+    from bayes_dualeval.measure.grid import posterior as grid_posterior
+    from bayes_dualeval.measure.responses import responses
+    from bayes_dualeval.measure.score import score
+
+    root, bank = graded_bank
+    resp = responses(root / "new_data", bank)
+    post = grid_posterior(bank, resp)  # the score's exact grid posterior per draw
+    mean = np.einsum("kdg,kg->kd", post.weights, post.grids).mean(axis=1)
+    second = np.einsum("kdg,kg->kd", post.weights, post.grids**2).mean(axis=1)
+    tested = adaptive(bank, resp, select="random", target_se=1e-6, max_items=1000)
+    tested = tested.summary.set_index("model").loc[resp.models]
+    assert (tested["n_items"] == 40).all()
+    np.testing.assert_allclose(tested["theta_mean"], mean, atol=0.01)
+    np.testing.assert_allclose(tested["theta_sd"], np.sqrt(second - mean**2), rtol=0.03)
+    assert len(score(bank, resp).scores) == 10
+    # a short form of a graded bank chooses by the average grader's information
+    assert len(compress(bank, 8)) == 8
+
+
+def test_a_grader_the_bank_does_not_have_is_refused_in_one_line(graded_bank, tmp_path):
+    from bayes_dualeval.measure.responses import responses
+
+    root, bank = graded_bank
+    files = sorted((root / "new_data").rglob("*.jsonl"))
+    rows = pd.concat([pd.read_json(f, lines=True) for f in files if "arena" not in f.parts])
+    rows.loc[rows.index[:2], "judge"] = "grader-x"
+    folder = tmp_path / files[0].parent.name
+    folder.mkdir()
+    rows.to_json(folder / "new.jsonl", orient="records", lines=True)
+    with pytest.raises(InputError, match="judge 'grader-x' on a static label") as err:
+        responses(tmp_path, bank)
     assert "\n" not in str(err.value)
+    rows.drop(columns=["judge"]).to_json(folder / "new.jsonl", orient="records", lines=True)
+    with pytest.raises(InputError, match="no judge on a static label"):
+        responses(tmp_path, bank)

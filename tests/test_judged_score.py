@@ -143,13 +143,21 @@ def test_a_judge_the_bank_does_not_have_is_refused_in_one_line(judged_bank, tmp_
         responses(tmp_path, bank)
 
 
-def test_short_forms_and_adaptive_tests_refuse_a_bank_with_judges(judged_bank):
+def test_an_adaptive_test_of_every_item_ends_where_the_score_does(judged_bank):
+    """Asking every item reads each judge's reward of a prompt: the score's posterior."""
     from bayes_dualeval.measure.adaptive import adaptive
     from bayes_dualeval.measure.compress import compress
+    from bayes_dualeval.measure.grid import posterior
 
     root, bank, *_ = judged_bank
-    with pytest.raises(InputError, match="3 judges") as err:
-        compress(bank, 5)
-    assert "\n" not in str(err.value)
-    with pytest.raises(InputError, match="3 judges"):
-        adaptive(bank, responses(root / "new_data", bank))
+    resp = responses(root / "new_data", bank)
+    post = posterior(bank, resp)  # the score's exact grid posterior per draw
+    mean = np.einsum("kdg,kg->kd", post.weights, post.grids).mean(axis=1)
+    second = np.einsum("kdg,kg->kd", post.weights, post.grids**2).mean(axis=1)
+    tested = adaptive(bank, resp, select="fisher", target_se=1e-6, max_items=1000)
+    tested = tested.summary.set_index("model").loc[resp.models]
+    assert (tested["n_items"] == 30 + 40).all()
+    np.testing.assert_allclose(tested["theta_mean"], mean, atol=0.01)
+    np.testing.assert_allclose(tested["theta_sd"], np.sqrt(second - mean**2), rtol=0.03)
+    # a short form chooses prompts by the average judge's information
+    assert len(compress(bank, 8)) == 8

@@ -92,9 +92,12 @@ class _Posterior:
         """Each draw's posterior mean of the raw ability, (D,)."""
         return w @ self.grid + self.shift
 
-    def update_static(self, item: int, y: float, n: float = 1.0) -> None:
-        """Add an item's answers: share ``y`` correct of ``n`` (one label: ``y``, 1)."""
-        par = self.bank.parameters(slice(None), item)  # (D,) each
+    def update_static(self, item: int, y: float, n: float = 1.0, grader=None) -> None:
+        """Add an item's answers: share ``y`` correct of ``n`` (one label: ``y``, 1).
+
+        ``grader`` is the bank grader of the labels (None: the bank has one).
+        """
+        par = self.bank.parameters(slice(None), item, grader)  # (D,) each
         self.log_w += n * links.bernoulli_loglik(y, *_eta_cd(par, self.raw_grid))
 
     def update(self, loglik: np.ndarray) -> None:
@@ -127,9 +130,13 @@ class _Prompts:
         self.bank = bank
         n = len(oracle.arena_item)
         empty = np.zeros(0, dtype=np.int64)
+        facets = oracle.facets
+        if facets is not None:  # each reward its own pseudo-model, of its model's family
+            facets = dataclasses.replace(facets, family=facets.family[oracle.arena_model])
         self.resp = dataclasses.replace(
             oracle, models=np.arange(n).astype(str), static_model=empty, static_item=empty,
             static_y=np.zeros(0), static_n=np.zeros(0), arena_model=np.arange(n),
+            facets=facets, static_grader=None,
         )  # fmt: skip
         # under the reward likelihood the layout holds no pairs: grid.loglik adds the rewards
         pairs = grid_posterior.arena_pairs(bank, self.resp)
@@ -172,7 +179,11 @@ class _Pool:
 
 
 def _pool(oracle: Responses, k: int) -> _Pool:
-    """Model ``k``'s answered items, static then arena, each item once (all its answers)."""
+    """Model ``k``'s answered items, static then arena, each item once.
+
+    An item's answer is its first cell; asking it reads every cell of the model on it
+    (its graders' labels, or its judges' rewards).
+    """
     mine = np.nonzero(oracle.static_model == k)[0]
     s_item, first = np.unique(oracle.static_item[mine], return_index=True)
     s_answer = mine[first]
@@ -334,7 +345,6 @@ def adaptive(
     arena candidate about ``SELECT_DRAWS`` times its bank models.
     """
     _check(select, target_se, max_items, exposure)
-    bank.refuse_facets("an adaptive test")
     rng = np.random.default_rng(seed)
     scale = bank.model.config.theta_scale
     grid = np.linspace(-HALF_WIDTH * scale, HALF_WIDTH * scale, GRID)
@@ -360,14 +370,19 @@ def adaptive(
             if stopped:
                 break
             item, arena, answer = pool.pop(_choose(select, criteria, post, w, pool, exposure, rng))
-            if arena:
-                row = int(answer)
-                post.update(prompts.loglik(row, grid))
-                answer = float(oracle.arena_z[row])
-            else:  # the item's answers: k of n (repeated samples) or the label
-                row = int(answer)
-                answer = float(oracle.static_share[row])
-                post.update_static(item, answer, float(oracle.static_n[row]))
+            if arena:  # the prompt's rewards, one per judge that scored it
+                cells = np.flatnonzero((oracle.arena_model == k) & (oracle.arena_item == item))
+                for row in cells:
+                    post.update(prompts.loglik(int(row), grid))
+                answer = float(oracle.arena_z[cells].mean())
+            else:  # the item's answers (k of n, repeated samples), by each of its graders
+                cells = np.flatnonzero((oracle.static_model == k) & (oracle.static_item == item))
+                for row in cells:
+                    grader = None if oracle.static_grader is None else oracle.static_grader[row]
+                    share, n = float(oracle.static_share[row]), float(oracle.static_n[row])
+                    post.update_static(item, share, n, grader)
+                y, n = oracle.static_y[cells], oracle.static_n[cells]
+                answer = float(y.sum() / max(n.sum(), 1.0))
             w = post.weights()
             steps += 1
             mean, sd = post.moments(w)

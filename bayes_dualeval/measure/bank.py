@@ -73,7 +73,9 @@ class Bank:
         (:func:`~bayes_dualeval.model.facets.arena_facets`), None without facets; their
         draws (``gamma_judge``, ``judge_bias``, ``style_coef``) are then in ``draws``.
         The item prior's hyperparameters (:data:`HYPERPARAMETERS`, shape (D, groups))
-        are in ``draws`` too where the posterior has them (None otherwise).
+        are in ``draws`` too where the posterior has them (None otherwise), and so are
+        the graders' severities of static labels (``grader_severity``, (D, G), with two
+        graders or more; :mod:`bayes_dualeval.model.graders`).
     approximate : str
         Why the bank is not a converged NUTS posterior (``""`` when it is).
     version : str
@@ -148,13 +150,6 @@ class Bank:
                 f"bank {run_dir} has {kind}; scoring, short forms and adaptive tests "
                 "measure one ability: fit the bank with abilities 'single' and dims 1"
             )
-        if graders.SITE in idata.posterior:
-            names, _ = graders.graders(dataset)
-            raise InputError(
-                f"bank {run_dir} grades its static labels by {len(names)} judges, whose "
-                "severities scoring, short forms and adaptive tests do not model yet: fit "
-                "the bank with one grader's labels"
-            )
         facets = arena_facets(dataset, len(dataset.arena_z) > 0)
         facets = facets if facets.present else None
         n_draws = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
@@ -178,6 +173,8 @@ class Bank:
             "gamma_judge": facets is not None and facets.n_judges > 1,
             "judge_bias": facets is not None and facets.n_families > 0,
             "style_coef": facets is not None and facets.style.shape[1] > 0,
+            # the graders' severities on static labels, read with each new label's grader
+            graders.SITE: len(graders.graders(dataset)[0]) > 1,
             # the item prior's hyperparameters, which calibration reads (when hierarchical)
             **{name: False for name in HYPERPARAMETERS},
         }
@@ -208,21 +205,6 @@ class Bank:
             version=written,
         )
 
-    def refuse_facets(self, job: str) -> None:
-        """Raise a one-line :class:`InputError` when ``job`` cannot use this bank's facets.
-
-        Scoring reads the judges, families and style covariates of a bank; short forms
-        and adaptive tests choose prompts by an information that does not model them yet.
-        """
-        if self.facets is None:
-            return
-        f = self.facets
-        what = f"{f.n_judges} judges" if f.n_judges > 1 else "style covariates"
-        raise InputError(
-            f"bank {self.run_dir} fits its arena with {what}; {job} does not model them "
-            "yet (score does): fit the bank without them for this"
-        )
-
     def thin(self, n: int) -> Bank:
         """The same bank at ``n`` of its draws (evenly spaced; itself when it has fewer)."""
         if n >= self.n_draws:
@@ -241,8 +223,19 @@ class Bank:
         """The bank models' labels."""
         return self.dataset.models
 
-    def parameters(self, rows=slice(None), items=None) -> dict:
-        """Item parameter draws ``b, a, c, d`` of draws ``rows`` and items ``items``."""
+    @property
+    def graders(self) -> np.ndarray:
+        """The graders of the bank's static labels (one empty name with one grader)."""
+        return graders.graders(self.dataset)[0]
+
+    def parameters(self, rows=slice(None), items=None, grader=None) -> dict:
+        """Item parameter draws ``b, a, c, d`` of draws ``rows`` and items ``items``.
+
+        ``grader`` (an index into :attr:`graders`, or one per item of ``items``) gives
+        labels by that grader: ``b`` then carries its severity
+        (:func:`~bayes_dualeval.model.graders.difficulty`). None, or a bank with one
+        grader, gives the items' own difficulties: labels of the average grader.
+        """
         out = {}
         for name in links.ITEM_PARAMETERS:
             value = self.draws[name] if name in self.model.item_sites else None
@@ -251,6 +244,12 @@ class Bank:
                 if items is not None:
                     value = value[:, items]
             out[name] = value
+        severity = self.draws.get(graders.SITE)
+        if grader is not None and severity is not None:
+            by_grader = severity[rows][:, grader]
+            if by_grader.ndim < out["b"].ndim:  # one grader for every item
+                by_grader = by_grader[:, None]
+            out["b"] = graders.difficulty(out["b"], out["a"], by_grader)
         return out
 
 

@@ -165,8 +165,13 @@ def compress(
     items over the whole difficulty range of the source, and taking the best item in each
     stratum still beats a random subset on information (each stratum's best is at least
     its average, and equal-count strata average to the source's mean).
+
+    *Judges and graders*: where the bank's arena has judges, family biases or style
+    covariates, or its static labels several graders, an item's information is that of
+    the average judge or grader (the shared ``gamma``, no bias, no style, no severity):
+    the choice of items does not depend on who will score them; scoring the short form
+    reads each answer's judge or grader.
     """
-    bank.refuse_facets("a short form")
     items = bank.items
     n_total = len(items)
     source = items["source"].to_numpy(dtype=str)

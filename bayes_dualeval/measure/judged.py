@@ -7,6 +7,10 @@ judge's discrimination and biases are not in the bank), its style covariates (st
 with the bank's mapping, kept in the run) and the model's family (one of the bank's
 families, or none: no bias). Pairs are formed within a prompt and a judge, as the fit forms
 them (:func:`~bayes_dualeval.measure.grid.arena_pairs`).
+
+A bank whose static labels were graded by several judges
+(:mod:`bayes_dualeval.model.graders`) reads each new label's grader the same way
+(:func:`static_graders`): one of the bank's graders, whose severity the label carries.
 """
 
 from __future__ import annotations
@@ -103,6 +107,33 @@ def align(facets: ArenaFacets, style_names, table: pd.DataFrame, models) -> Resp
         hit = (index >= 0) & (known >= 0)
         family[index[hit]] = known[hit]
     return ResponseFacets(judge=judge, family=family, style=style)
+
+
+def static_graders(names, table: pd.DataFrame) -> np.ndarray:
+    """Each new static cell's grader, as an index into the bank's graders ``names``.
+
+    All 0 where the bank has one grader (``names`` of length 1), whatever the rows say.
+
+    Raises
+    ------
+    InputError
+        When the bank has several graders and a row names none, or one the bank lacks.
+    """
+    n = len(table)
+    if len(names) < 2:
+        return np.zeros(n, np.int64)
+    said = table["judge"].astype(object) if "judge" in table else pd.Series([None] * n)
+    grader = pd.Index(names).get_indexer(said.astype(str).where(said.notna(), ""))
+    bad = np.flatnonzero(grader < 0)
+    if len(bad):
+        label = said.iloc[bad[0]]
+        what = "no judge" if label is None or pd.isna(label) else f"judge {label!r}"
+        raise InputError(
+            f"{_where(table.iloc[bad[0]])}: {what} on a static label, and the bank's labels "
+            f"were graded by {', '.join(map(repr, names))}: a new grader's severity is not "
+            "in the bank (fit it together with the bank)"
+        )
+    return grader.astype(np.int64)
 
 
 def _where(row) -> str:

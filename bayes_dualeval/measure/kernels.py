@@ -37,7 +37,7 @@ import numpy as np
 
 from bayes_dualeval.measure import judged
 from bayes_dualeval.measure.bank import shift
-from bayes_dualeval.model import arena_term, links
+from bayes_dualeval.model import arena_term, graders, links
 from bayes_dualeval.model.arena_term import ArenaTerm
 from bayes_dualeval.model.facets import Facets
 from bayes_dualeval.model.facets import scores as facet_scores
@@ -85,6 +85,10 @@ class Layout:
     new model's family; ``draws`` then holds ``gamma_judge``, ``judge_bias`` and
     ``style_coef`` too (None where the bank has no such facet). Without facets these
     arrays are zeros, with no covariate.
+
+    Where the bank's static labels were graded by several judges, ``static_grader``
+    (K, S_max) is each label's grader and ``draws["grader_severity"]`` their severities
+    (:mod:`bayes_dualeval.model.graders`); otherwise zeros and None.
     """
 
     static_item: jax.Array
@@ -104,6 +108,7 @@ class Layout:
     cell_judge: jax.Array
     cell_style: jax.Array
     model_family: jax.Array
+    static_grader: jax.Array
     draws: dict
     has_static: bool
     has_pairs: bool
@@ -130,6 +135,8 @@ def layout(bank, resp, pairs) -> Layout:
         static_n = np.asarray(resp.static_n, dtype=np.float32)[s_index] * s_mask
     else:
         static_item, static_y, static_n = s_index, s_mask, s_mask
+    graded = resp.static_grader is not None and len(resp.static_item) > 0
+    static_grader = np.asarray(resp.static_grader)[s_index] if graded else s_index * 0
     term = bank.model.arena
     bt = term.kind == "bt"
     lam_arena, lam_bb = term.weight, term.both_bad_weight
@@ -170,6 +177,7 @@ def layout(bank, resp, pairs) -> Layout:
     draws["theta"] = bank.draws["theta"]
     draws["gamma"] = bank.draws["gamma"] if n and term.has_items else None
     draws["centre"] = shift(bank)
+    draws[graders.SITE] = bank.draws.get(graders.SITE) if graded else None
     facet_rows = judged.layout_rows(
         bank, resp, pairs, n, rows_d, first[c_index] if len(first) else c_index
     )
@@ -179,6 +187,7 @@ def layout(bank, resp, pairs) -> Layout:
         static_item=jnp.asarray(static_item, jnp.int32),
         static_y=jnp.asarray(static_y, f32),
         static_n=jnp.asarray(static_n, f32),
+        static_grader=jnp.asarray(static_grader, jnp.int32),
         cell_item=jnp.asarray(cell_item, jnp.int32),
         cell_linear=jnp.asarray(cell_lin, f32),
         cell_both_bad=jnp.asarray(cell_bb, f32),
@@ -199,6 +208,7 @@ ROW_FIELDS = (
     "static_item", "static_y", "static_n", "cell_item", "cell_linear", "cell_both_bad",
     "pair_item", "pair_other", "pair_weight", "pair_linear", "pair_judge", "pair_style",
     "pair_other_family", "pair_other_style", "cell_judge", "cell_style", "model_family",
+    "static_grader",
 )  # fmt: skip
 
 
@@ -271,9 +281,17 @@ def _take(draws, name, rows, index):
     return None if value is None else value[rows][:, index][..., None]  # (D, K, n, 1)
 
 
-def _static(lay, draws, theta, rows):
+def _static_difficulty(lay, draws, rows, a):
+    """The static labels' difficulties (D, K, S, 1), carrying their graders' severities."""
     b = _take(draws, "b", rows, lay.static_item)
+    if draws[graders.SITE] is None:
+        return b
+    return graders.difficulty(b, a, _take(draws, graders.SITE, rows, lay.static_grader))
+
+
+def _static(lay, draws, theta, rows):
     a = _take(draws, "a", rows, lay.static_item)
+    b = _static_difficulty(lay, draws, rows, a)
     eta = links.eta(theta[:, :, None, :], b, a)  # (D, K, S, G)
     c, d = _take(draws, "c", rows, lay.static_item), _take(draws, "d", rows, lay.static_item)
     ll = links.bernoulli_loglik(lay.static_y[None, :, :, None], eta, c, d)
@@ -372,7 +390,6 @@ def _success_chunk(lay: Layout, grids, rows):
     draws = lay.draws
     theta = grids[None] + draws["centre"][rows][:, None, None]  # (D, K, G)
     item = lay.static_item
-    eta = links.eta(
-        theta[:, :, None, :], _take(draws, "b", rows, item), _take(draws, "a", rows, item)
-    )
+    a = _take(draws, "a", rows, item)
+    eta = links.eta(theta[:, :, None, :], _static_difficulty(lay, draws, rows, a), a)
     return links.probability(eta, _take(draws, "c", rows, item), _take(draws, "d", rows, item))

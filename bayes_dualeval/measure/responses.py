@@ -20,7 +20,7 @@ from bayes_dualeval.core.fields import setting
 from bayes_dualeval.data.cells import arena_cells, static_cells
 from bayes_dualeval.data.readers import read_paths
 from bayes_dualeval.measure.bank import Bank, norm_unit
-from bayes_dualeval.measure.judged import ResponseFacets, align
+from bayes_dualeval.measure.judged import ResponseFacets, align, static_graders
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +42,9 @@ class Responses:
     facets : ResponseFacets or None
         The arena cells' judges, style covariates and the models' families, where the
         bank has facets (:mod:`bayes_dualeval.measure.judged`).
+    static_grader : numpy.ndarray of int or None
+        Each static cell's grader (an index into the bank's graders), where the bank's
+        labels were graded by several judges; None otherwise.
     """
 
     models: np.ndarray
@@ -54,6 +57,7 @@ class Responses:
     arena_z: np.ndarray
     n_skipped: int
     facets: ResponseFacets | None = None
+    static_grader: np.ndarray | None = None
 
     @property
     def static_share(self) -> np.ndarray:
@@ -87,8 +91,8 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
     Raises
     ------
     InputError
-        When nothing can be read, no row is on a bank item, or a model is already in the
-        bank (without ``rescore``).
+        When nothing can be read, no row is on a bank item, a model is already in the
+        bank (without ``rescore``), or a static label's grader is not one of the bank's.
 
     Warns
     -----
@@ -143,6 +147,8 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
     facets = None
     if bank.facets is not None and len(a_item):
         facets = align(bank.facets, bank.dataset.style, a_table, models)
+    graded = len(bank.graders) > 1
+    grader = static_graders(bank.graders, s_table) if graded else None
     judge = bank.facets.judges[facets.judge] if facets is not None else _judges(bank, a_table)
     source = norm_unit(bank.dataset, source, judge)
     centre = np.array([bank.reward_centre.get(s, np.nan) for s in source])
@@ -160,6 +166,7 @@ def responses(paths, bank: Bank, *, rescore: bool = False, items=None) -> Respon
         arena_z=z,
         n_skipped=skipped,
         facets=facets,
+        static_grader=grader,
     )
 
 

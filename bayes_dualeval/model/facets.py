@@ -8,18 +8,19 @@ prompt ``q`` and judge ``k``:
 
 .. math:: s_c = \gamma_k\, p_{iq} + \beta_{k, f(i)} + x_c^\top \lambda_{\cdot, k},
 
-* ``gamma_judge`` :math:`\gamma_k = \gamma \exp(\tau_\gamma (r_k - \bar r))`: each judge's
-  discrimination, log-normal around the shared ``gamma`` (their geometric mean), so a
-  judge with few rows borrows strength from the others;
+* ``gamma_judge`` :math:`\gamma_k = \gamma \exp(r_k - \bar r)`: each judge's
+  discrimination around the shared ``gamma`` (their geometric mean), the log spreads
+  :math:`r` under a shrinkage prior (below), so a judge with few rows borrows strength
+  from the others;
 * ``severity`` :math:`\delta_k = r'_k - \bar r'` with :math:`r'_k \sim N(0, 1)`: each
   judge's level shift (a fixed prior scale: a judge's level is read from all its prompts),
   read by the level term, :math:`\bar z_{qk} \sim N(c_s + \delta_k + \bar s_{qk}, se_{qk})`
   (sum to zero over judges: the sources' intercepts hold the common level);
 * ``judge_bias`` :math:`\beta_{kf}`: how much more judge ``k`` favours models of family
-  ``f`` than the other judges do (self-preference), a shrinkage prior
-  :math:`\tau_\beta \cdot` standard normal, centred over judges within each family and over
-  families within each judge (only this interaction is identified: a family's common
-  advantage is ability, a judge's common shift is severity);
+  ``f`` than the other judges do (self-preference), under a shrinkage prior (below),
+  centred over judges within each family and over families within each judge (only
+  this interaction is identified: a family's common advantage is ability, a judge's
+  common shift is severity);
 * ``style_coef`` :math:`\lambda_{mk}`: what judge ``k`` pays per standard deviation of style
   covariate ``m`` (``length``...), covariates standardised over the arena cells, as
   LMArena's style control does for Bradley-Terry.
@@ -28,12 +29,23 @@ The sum-to-zero parts are sampled in coordinates that have no redundant directio
 centred draws :math:`r - \bar r` of ``K`` independent normals are exactly ``H u`` with ``H``
 the Helmert basis of the vectors that sum to zero and ``u`` ``K - 1`` independent normals
 of the same scale (and the doubly centred biases ``H_J U H_F^T``), so ``gamma_judge_raw``
-and ``severity_raw`` have ``K - 1`` entries and ``bias_raw`` ``(K - 1) x (F - 1)``. The
-prior, and so the posterior, of every facet is what the centred form gives; only the
-sampler's coordinates change. In the centred form the mean of the raw draws is read by
-nothing (it keeps its prior's width) while the data pin their differences: a direction
-hundreds of times wider than the others, which a diagonal metric cannot follow (the step
-size fell fivefold with three judges).
+and ``severity_raw`` have ``K - 1`` entries and ``bias_raw`` ``(K - 1) x (F - 1)``. In
+the centred form the mean of the raw draws is read by nothing (it keeps its prior's
+width) while the data pin their differences: a direction hundreds of times wider than
+the others, which a diagonal metric cannot follow (the step size fell fivefold with three
+judges).
+
+*Shrinkage without a scale to sample.* The judges' log spreads and the biases shrink
+together: ``u | tau ~ N(0, tau^2 I)`` with a scale ``tau`` learned from all of them. A
+sampled ``tau`` made a funnel either way: non-centred (``tau * z``), a planted
+self-preference pins the product and leaves a curved ridge in ``(tau, z)``; centred, a
+spread near zero leaves ``tau`` falling into the neck (a probe of 12 models, four judges
+and a self-preference had 14-53 divergences in 2,400 draws, at the tails of
+``tau``). With ``tau^2 ~ InvGamma(DF / 2, DF s^2 / 2)`` the scale integrates out in
+closed form: ``u`` is jointly multivariate Student-t (``DF`` degrees of freedom, scale
+``s I``), the same hierarchical model with nothing left to funnel (0 divergences on the
+same probe). One large bias is allowed by the heavy tail; many small ones shrink
+together, because the joint density is not a product over entries.
 
 Pairs are formed within a prompt and a judge (a *unit*), so a pair's logit is
 :math:`s_i - s_j`; abilities are then judge-adjusted and style-adjusted. Each part is
@@ -61,10 +73,13 @@ from bayes_dualeval.model.contrasts import helmert_basis
 if TYPE_CHECKING:
     from bayes_dualeval.model.inputs import ModelInputs
 
-#: Prior scales (half-normal) of the spread of the judges' log discriminations and of the
-#: judge x family biases (on the pair-logit scale); prior sd of a judge's severity (on the
-#: z-normalised reward scale, before centring) and of a style coefficient per covariate sd.
-TAU_GAMMA, TAU_BIAS, SEVERITY_SCALE, STYLE_SCALE = 0.5, 0.5, 1.0, 1.0
+#: Scales of the multivariate Student-t priors (:data:`DF` degrees of freedom) of the
+#: judges' log discriminations and of the judge x family biases (pair-logit scale); prior
+#: sd of a judge's severity (z-normalised reward scale, before centring) and of a style
+#: coefficient per covariate sd.
+SPREAD_SCALE, BIAS_SCALE, SEVERITY_SCALE, STYLE_SCALE = 0.3, 0.3, 1.0, 1.0
+#: Degrees of freedom of the judges' shrinkage priors.
+DF = 3.0
 #: The facet values the likelihood reads, and every facet site in the order the model
 #: samples them (declared in :mod:`bayes_dualeval.model.parameters`).
 VALUES, SITES = parameters.FACET_VALUES, parameters.FACET_SITES
@@ -208,24 +223,34 @@ def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | 
     sev = bias = style = None
     if judges > 1:
         over_judges = helmert_basis(judges)
-        raw = numpyro.sample("gamma_judge_raw", _standard((judges - 1,)))
-        tau = numpyro.sample("tau_gamma_judge", dist.HalfNormal(TAU_GAMMA))
-        gamma_k = numpyro.deterministic("gamma_judge", gamma * jnp.exp(tau * (over_judges @ raw)))
+        raw = numpyro.sample("gamma_judge_raw", _student((judges - 1,), SPREAD_SCALE))
+        gamma_k = numpyro.deterministic("gamma_judge", gamma * jnp.exp(over_judges @ raw))
         if severity:
-            # a fixed scale: every judge's level is read from all its prompts, so a learned
-            # spread over a few judges only made a funnel (divergences near it)
+            # a fixed scale: every judge's level is read from all its prompts
             raw = numpyro.sample("severity_raw", _standard((judges - 1,), SEVERITY_SCALE))
             sev = numpyro.deterministic("severity", over_judges @ raw)
     if has_bias(inputs):
         over_families = helmert_basis(inputs.n_families)
-        raw = numpyro.sample("bias_raw", _standard((judges - 1, inputs.n_families - 1)))
-        tau = numpyro.sample("tau_bias", dist.HalfNormal(TAU_BIAS))
-        centred = over_judges @ raw @ over_families.T
-        bias = numpyro.deterministic("judge_bias", tau * centred)
+        shape = (judges - 1, inputs.n_families - 1)
+        raw = numpyro.sample("bias_raw", _student(shape, BIAS_SCALE))
+        bias = numpyro.deterministic("judge_bias", over_judges @ raw @ over_families.T)
     n_style = inputs.arena_style.shape[1]
     if n_style:
         style = numpyro.sample("style_coef", _standard((n_style, judges), STYLE_SCALE))
     return Facets(gamma=gamma_k, severity=sev, bias=bias, style=style)
+
+
+def _student(shape, scale):
+    """A centred multivariate Student-t of ``shape``, one site: :data:`DF`, ``scale`` I.
+
+    The marginal of ``u | tau ~ N(0, tau^2 I)`` with ``tau^2 ~ InvGamma(DF / 2, DF
+    scale^2 / 2)``: the hierarchical shrinkage with its scale integrated out.
+    """
+    size = int(np.prod(shape))
+    joint = dist.MultivariateStudentT(DF, jnp.zeros(size), scale * jnp.eye(size))
+    if len(shape) == 1:
+        return joint
+    return dist.TransformedDistribution(joint, dist.transforms.ReshapeTransform(shape, (size,)))
 
 
 def _standard(shape, scale=1.0):

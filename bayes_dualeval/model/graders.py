@@ -84,3 +84,15 @@ def shift(eta, severity, grader):
     if severity is None:
         return eta
     return eta - severity[..., grader]
+
+
+def difficulty(b, a, severity):
+    """The difficulty that carries a grader's severity: ``b + severity / a``.
+
+    The same shift as :func:`shift`, written on the item instead of on the linear
+    predictor (``a (theta - b) - severity = a (theta - (b + severity / a))``), for the
+    readers that take item parameters rather than linear predictors (the measure stage:
+    scoring, short forms, adaptive tests). ``a`` None is the Rasch slope 1; the arrays
+    broadcast.
+    """
+    return b + severity / (1.0 if a is None else a)

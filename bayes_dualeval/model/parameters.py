@@ -106,12 +106,10 @@ _ABILITY_AND_ITEM_SITES = (
 #: The arena's facets, in the order the model samples them.
 _FACET_SITES = (
     _p("gamma_judge_raw", ("judge_contrast",), "raw"),
-    _p("tau_gamma_judge", (), "hyper"),
     _p("gamma_judge", ("judge",), "facet", read=True),
     _p("severity_raw", ("judge_contrast",), "raw"),
     _p("severity", ("judge",), "facet", read=True),
     _p("bias_raw", ("judge_contrast", "family_contrast"), "raw"),
-    _p("tau_bias", (), "hyper"),
     _p("judge_bias", ("judge", "family"), "facet", read=True),
     _p("style_coef", ("covariate", "judge"), "facet", read=True),
 )
