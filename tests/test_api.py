@@ -204,6 +204,9 @@ def test_score_compress_predict_equal_the_commands(bank, tmp_path):
     res = runner.invoke(cli, ["compress", str(root / "bank"), "--items", "20", *short_out])
     assert res.exit_code == 0, res.output
     assert pd.read_csv(tmp_path / "short.csv")["item"].tolist() == short.items["item"].tolist()
+    measured = pd.read_csv(tmp_path / "short_benchmarks.csv")
+    assert measured["form"].tolist()[-1] == "bank" and (measured["form"] == "short").any()
+    assert measured["verdict"].tolist() == short.benchmarks["verdict"].tolist()
     assert len(short.items) == 20
     assert any("APPROXIMATE BANK" in w for w in short.warnings)
 

@@ -145,6 +145,24 @@ def test_compress_per_source(world):
     assert (big["weight"] >= 1).all()
 
 
+def test_a_short_form_says_how_it_measures_beside_the_bank(world):
+    """benchmarks.csv of a short form: fewer questions measure less, never more."""
+    from bayes_dualeval.measure.compress import short_form_benchmarks
+
+    bank = world[0]
+    out = compress(bank, 20)
+    table = short_form_benchmarks(bank, out, ci=0.9)
+    short, full = (table[table["form"] == f].set_index("source") for f in ("short", "bank"))
+    n_static = int((out["kind"] == "static").sum())
+    assert short.loc["(all)", "items"] == n_static
+    assert full.loc["(all)", "items"] == int((bank.items["kind"] == "static").sum())
+    assert set(short.index) == set(full.index)  # every static source keeps a question
+    for column in ("info_at_top", "info_peak", "reliability", "top_separated"):
+        assert (short[column] <= full.loc[short.index, column] + 1e-9).all(), column
+    assert 0.0 < short.loc["(all)", "reliability"] < full.loc["(all)", "reliability"] < 1.0
+    assert short["verdict"].str.len().gt(0).all()
+
+
 @pytest.mark.parametrize("n", [0, -1, 10_000])
 def test_compress_bad_n(world, n):
     with pytest.raises(InputError, match="n_items"):

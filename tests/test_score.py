@@ -396,9 +396,17 @@ def test_compress_and_adaptive_commands(setup, tmp_path):
                               "--out", str(cat)])  # fmt: skip
     assert res.exit_code == 0, res.output
     names = {p.name for p in cat.iterdir()}
-    assert {"adaptive.csv", "trace.csv", "random_adaptive.csv", "sd_by_items.png"} <= names
+    assert {"adaptive.csv", "trace.csv", "random_adaptive.csv", "sd_by_items.png",
+            "benchmarks.csv"} <= names  # fmt: skip
     summary = pd.read_csv(cat / "adaptive.csv")
     assert len(summary) == 6 and set(summary["stopped_by"]) <= {"se", "max_items", "pool"}
+    # how well each rule measured: its reliability from the final posteriors
+    measured = pd.read_csv(cat / "benchmarks.csv").set_index("rule")
+    assert set(measured.index) == {"fisher", "random"} and (measured["models"] == 6).all()
+    sd2 = (summary["theta_sd"] ** 2).mean()
+    spread = summary["theta_mean"].var(ddof=0)
+    assert measured.loc["fisher", "reliability"] == pytest.approx(spread / (spread + sd2))
+    assert measured.loc["fisher", "items"] == pytest.approx(summary["n_items"].mean())
     # bad settings: one Error line, nothing written
     for args, text in (
         (["adaptive", "--bank", bank_dir, "--data", str(root / "new_data"), "--target-se", "0",

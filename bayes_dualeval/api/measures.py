@@ -219,16 +219,34 @@ class ShortForm:
         ``item, source, kind, b_mean, a_mean, information, weight``: one row per item kept.
     warnings : list of str
         A NOT CONVERGED line when the bank did not converge.
+    benchmarks : pandas.DataFrame or None
+        How the short form measures beside the whole bank (reliability, information at
+        the top models, separation, ceiling, verdict; column ``form``:
+        :func:`~bayes_dualeval.measure.compress.short_form_benchmarks`); None without
+        static questions.
     """
 
     items: pd.DataFrame
     warnings: list = field(default_factory=list)
+    benchmarks: pd.DataFrame | None = None
 
     def save(self, path: str | Path) -> Path:
-        """Write the table as CSV (``score(items=path)`` reads it back)."""
+        """Write the table as CSV (``score(items=path)`` reads it back).
+
+        The :attr:`benchmarks` table goes beside it, as ``<stem>_benchmarks.csv``.
+        """
         from bayes_dualeval.measure.output import write_table
 
+        if self.benchmarks is not None:
+            path = Path(path)
+            write_table(self.benchmarks, self.benchmarks_path(path))
         return write_table(self.items, path)
+
+    @staticmethod
+    def benchmarks_path(path: str | Path) -> Path:
+        """Where :meth:`save` writes the benchmarks table of a short form saved at ``path``."""
+        path = Path(path)
+        return path.with_name(f"{path.stem}_benchmarks.csv")
 
 
 def compress(run, n: int, *, for_: str = "ranking", per_source: bool = False,
@@ -261,10 +279,14 @@ def compress(run, n: int, *, for_: str = "ranking", per_source: bool = False,
     >>> run.score("new_models/", items=short.items["item"].tolist())  # doctest: +SKIP
     """
     from bayes_dualeval.measure.compress import compress as compress_bank
+    from bayes_dualeval.measure.compress import short_form_benchmarks
 
     bank = _bank(run, allow_approximate=allow_approximate)
     table = compress_bank(bank, n, per_source=per_source, seed=seed, purpose=for_)
-    return ShortForm(_mark(table, bank.approximate), _caveat(bank.approximate))
+    measured = short_form_benchmarks(bank, table, ci=DEFAULT_CI)
+    if measured is not None:
+        measured = _mark(measured, bank.approximate)
+    return ShortForm(_mark(table, bank.approximate), _caveat(bank.approximate), measured)
 
 
 @dataclass

@@ -82,43 +82,44 @@ def _source_matrix(sources: np.ndarray) -> tuple[list, np.ndarray]:
     return [*names.tolist(), OVERALL], onehot
 
 
-def information_sums(fit: FittedRun, draws: np.ndarray, points: np.ndarray, items: np.ndarray):
+def information_sums(params: dict, sources: np.ndarray, points: np.ndarray):
     """Test information per benchmark at ``points``, and each question's success there.
 
     Parameters
     ----------
-    fit : FittedRun
-    draws : numpy.ndarray of int
-    points : numpy.ndarray, shape (len(draws), P)
+    params : dict
+        The questions' ``b``, ``a``, ``c``, ``d`` draws, each (D, Q) or None.
+    sources : numpy.ndarray of str, shape (Q,)
+        Each question's benchmark.
+    points : numpy.ndarray, shape (D, P)
         Abilities on the run's own (uncentred) scale, per draw.
-    items : numpy.ndarray of int
-        The questions (static items).
 
     Returns
     -------
-    info : numpy.ndarray, shape (len(draws), P, S + 1)
+    info : numpy.ndarray, shape (D, P, S + 1)
         Test information of each benchmark, and of all of them (last).
-    success : numpy.ndarray, shape (len(draws), P, len(items))
+    success : numpy.ndarray, shape (D, P, Q)
         Success probabilities at ``points`` (float32).
     sources : list of str
     """
-    names, onehot = _source_matrix(fit.dataset.item_source[items])
+    names, onehot = _source_matrix(sources)
     n_draws, n_points = points.shape
+    n_items = len(sources)
     info = np.zeros((n_draws, n_points, len(names)))
-    success = np.zeros((n_draws, n_points, len(items)), dtype=np.float32)
+    success = np.zeros((n_draws, n_points, n_items), dtype=np.float32)
     step = max(1, CHUNK_ELEMENTS // max(n_draws * n_points, 1))
-    for start in range(0, len(items), step):
-        cols = items[start : start + step]
+    for start in range(0, n_items, step):
+        cols = slice(start, start + step)
         par = {
-            s: None if v is None else v[np.ix_(draws, cols)][:, None, :].astype(np.float64)
-            for s, v in fit.items.items()
+            s: None if v is None else v[:, cols][:, None, :].astype(np.float64)
+            for s, v in params.items()
         }
         a = np.ones_like(par["b"]) if par["a"] is None else par["a"]
         eta = links.eta(points[:, :, None], par["b"], a)
         # an item whose parameters are not finite in a draw adds nothing to that draw
         value = np.nan_to_num(information(eta, a, par["c"], par["d"]), nan=0.0, posinf=0.0)
-        info += value @ onehot[start : start + step]
-        success[:, :, start : start + step] = links.probability(eta, par["c"], par["d"])
+        info += value @ onehot[cols]
+        success[:, :, cols] = links.probability(eta, par["c"], par["d"])
     return info, success, names
 
 
@@ -167,11 +168,40 @@ def benchmark_table(fit: FittedRun, *, ci: float) -> pd.DataFrame | None:
         curves in ``attrs["curves"]`` (a :class:`Curves`).
     """
     ds = fit.dataset
-    items = np.flatnonzero(ds.item_kind == "static")
-    if fit.items["b"] is None or not len(items) or fit.abilities is not None:
+    if fit.items["b"] is None or fit.abilities is not None:
         return None
     draws = evenly_spaced(fit.n_draws, INFO_DRAWS)
-    theta = fit.theta[draws].astype(np.float64)  # (D, M)
+    params = {name: None if v is None else v[draws] for name, v in fit.items.items()}
+    return measurement_table(fit.theta[draws], params, ds, ci=ci)
+
+
+def measurement_table(theta, params: dict, dataset, *, ci: float, questions=None):
+    """:func:`benchmark_table` from draws: abilities ``theta`` and item parameters.
+
+    Parameters
+    ----------
+    theta : numpy.ndarray, shape (D, M)
+        The models' raw abilities per draw.
+    params : dict
+        Every item's ``b``, ``a``, ``c``, ``d`` draws, each (D, Q) or None.
+    dataset : Dataset
+        The data of the draws (item kinds and sources, which models answered what).
+    ci : float
+    questions : numpy.ndarray of int, optional
+        The static items measured (a short form's); every static item by default.
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        As :func:`benchmark_table`; None without static questions.
+    """
+    ds = dataset
+    items = np.flatnonzero(ds.item_kind == "static")
+    if questions is not None:
+        items = np.intersect1d(items, np.asarray(questions, np.int64))
+    if params["b"] is None or not len(items):
+        return None
+    theta = np.asarray(theta, np.float64)  # (D, M)
     shift = theta.mean(axis=1, keepdims=True)
     centred = theta - shift
     mean_theta = centred.mean(axis=0)
@@ -180,7 +210,8 @@ def benchmark_table(fit: FittedRun, *, ci: float) -> pd.DataFrame | None:
     lo, hi = mean_theta.min(), mean_theta.max()
     grid = np.linspace(lo - 2.0, hi + 2.0, GRID_POINTS)
     points = np.concatenate([grid[None, :] + shift, theta], axis=1)  # (D, G + M)
-    info, success, names = information_sums(fit, draws, points, items)
+    chosen = {name: None if v is None else np.asarray(v)[:, items] for name, v in params.items()}
+    info, success, names = information_sums(chosen, ds.item_source[items], points)
     curves = info[:, :GRID_POINTS].mean(axis=0).T  # (S + 1, G)
     at_model = info[:, GRID_POINTS:]  # (D, M, S + 1)
     with np.errstate(divide="ignore"):

@@ -59,3 +59,5 @@ def compress(run_dir, n_items, per_source, purpose, out, seed, allow_approximate
         click.echo(short.items.to_string(index=False))
     else:
         click.echo(f"wrote {short.save(out)} ({len(short.items)} items)")
+        if short.benchmarks is not None:
+            click.echo(f"wrote {short.benchmarks_path(out)} (how the short form measures)")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.checks.saturation import INFO_DRAWS, measurement_table
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import anchors, information
@@ -235,3 +236,31 @@ def _representative(bank: Bank, source_index, quota, seed) -> tuple[np.ndarray, 
         chosen.append(members[rows])
         weight.append(sizes.astype(float))
     return np.concatenate(chosen), np.concatenate(weight)
+
+
+def short_form_benchmarks(bank: Bank, short: pd.DataFrame, *, ci: float = 0.95):
+    """How the short form ``short`` measures, beside the whole bank: ``benchmarks.csv``.
+
+    The run's benchmark table (:func:`~bayes_dualeval.checks.saturation.benchmark_table`:
+    per source and overall, reliability, information at the top models, how many of the
+    top models' adjacent pairs it separates at level ``ci``, ceiling share, verdict) of
+    the short form's static questions (``form = "short"``) and of all the bank's
+    (``form = "bank"``), from :data:`~bayes_dualeval.checks.saturation.INFO_DRAWS` bank
+    draws. None when the short form has no static question (arena prompts have no test
+    information curve here).
+    """
+    rows = evenly_spaced(bank.n_draws, INFO_DRAWS)
+    theta, params = bank.draws["theta"][rows], bank.parameters(rows)
+    chosen = pd.Index(bank.dataset.items).get_indexer(short["item"].astype(str))
+    tables = {
+        "short": measurement_table(theta, params, bank.dataset, ci=ci, questions=chosen),
+        "bank": measurement_table(theta, params, bank.dataset, ci=ci),
+    }
+    if tables["short"] is None:
+        return None
+    parts = []
+    for name, table in tables.items():
+        part = table.assign(form=name)[["form", *table.columns]]
+        part.attrs = {}  # the curves stay with each table (pandas cannot compare them)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)

@@ -20,6 +20,7 @@ import pandas as pd
 from bayes_dualeval import __version__
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import InputError
+from bayes_dualeval.measure.precision import adaptive_benchmarks
 from bayes_dualeval.measure.score import ScoreResult
 from bayes_dualeval.report.markup import FIGURES_DIR, Markup, num
 from bayes_dualeval.report.plots.base import (
@@ -163,6 +164,9 @@ def write_table(table: pd.DataFrame, path: str | Path) -> Path:
 def write_adaptive(result, baseline, out: str | Path, *, select: str) -> Path:
     """Write an adaptive-testing folder: ``adaptive.csv``, ``trace.csv``, the figure.
 
+    ``benchmarks.csv`` says how well each rule measured
+    (:func:`~bayes_dualeval.measure.precision.adaptive_benchmarks`).
+
     Parameters
     ----------
     result : AdaptiveResult
@@ -186,6 +190,8 @@ def write_adaptive(result, baseline, out: str | Path, *, select: str) -> Path:
             atomic.write_text(staging / "random_trace.csv", baseline.trace.to_csv(index=False))
             runs["random"] = baseline
         atomic.write_bytes(staging / "sd_by_items.png", to_png(sd_by_items(runs)))
+        measured = adaptive_benchmarks(runs)
+        atomic.write_text(staging / "benchmarks.csv", measured.to_csv(index=False))
     return Path(out)
 
 
