@@ -51,7 +51,8 @@ def fit_case(case: str, seed: int, args) -> dict:
 
     judges = {"facets": 6, "self": 4, "style": 3}[case]
     static, arena, truth = simulate(
-        12, 150, 60, judges=judges, self_preference=args.self if case == "self" else 0.0,
+        12, args.questions, args.prompts, judges=judges,
+        self_preference=args.self if case == "self" else 0.0,
         style_effect=args.style if case == "style" else 0.0, seed=1000 + seed,
     )  # fmt: skip
     static["source"], arena["source"] = "bench", "arena"
@@ -86,6 +87,14 @@ def fit_case(case: str, seed: int, args) -> dict:
                 want = [truth["judges"][j][what] for j in names]
                 got = judges_t.loc[names, column].to_numpy()
                 out[f"{what}_spearman"] = float(stats.spearmanr(got, want).statistic)
+            # the severities on the z-normalised rewards' scale (centred over judges): each
+            # judge's 90% interval covers its truth?
+            raw = np.array([truth["judges"][j]["severity"] for j in names])
+            want = (raw - raw.mean()) / float(np.std(arena["reward"]))
+            lo = judges_t.loc[names, "severity_lo"].to_numpy()
+            hi = judges_t.loc[names, "severity_hi"].to_numpy()
+            out["severity_covered"] = int(((lo <= want) & (want <= hi)).sum())
+            out["severity_judges"] = len(names)
         if "judge_bias" in tables:
             bias = tables["judge_bias"]
             excludes = (bias["bias_lo"] > 0) | (bias["bias_hi"] < 0)
@@ -116,6 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", default=["facets", "self", "style"])
     parser.add_argument("--self", type=float, default=1.0)
     parser.add_argument("--style", type=float, default=0.8)
+    parser.add_argument("--questions", type=int, default=150, help="static questions")
+    parser.add_argument("--prompts", type=int, default=60, help="arena prompts")
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import numpyro
