@@ -11,8 +11,9 @@ rows' families). Cases (``--cases``):
   severity and discrimination with the truth (the simulator's severity ``s_k`` and slope
   ``g_k``), and how many of the 6 x 6 (judge, family) bias intervals exclude 0 (the null:
   at most 1 in 10 should);
-* ``self``: 4 judges, judge-a prefers family-a by ``--self`` (1.0); is its bias interval
-  above 0, and the largest of the matrix?
+* ``self``: 4 judges, each preferring its own family (judge-a family-a, ...) by
+  ``--self`` (1.0); how many of the own-family bias intervals are above 0, and how many
+  are the largest of their judge's row?
 * ``style``: 3 judges, a length effect ``--style`` (0.8) with the weakest third of models
   the most verbose; the leaderboard's Spearman with the true abilities with ``--style
   length`` and without it, and whether the coefficient's interval covers the truth
@@ -100,11 +101,16 @@ def fit_case(case: str, seed: int, args) -> dict:
             excludes = (bias["bias_lo"] > 0) | (bias["bias_hi"] < 0)
             out["bias_cells"], out["bias_excluding_0"] = len(bias), int(excludes.sum())
             if case == "self":
-                own = bias[(bias["judge"] == "judge-a") & (bias["family"] == "family-a")]
-                out["self_lo"] = float(own["bias_lo"].iloc[0])
-                out["self_mean"] = float(own["bias_mean"].iloc[0])
-                largest = own["bias_mean"].iloc[0] == bias["bias_mean"].max()
-                out["self_is_largest"] = bool(largest)
+                # every judge prefers its own family (judge-x, family-x): each such cell's
+                # interval above 0, and the largest of its judge's row?
+                own = bias[bias["judge"].str[6:] == bias["family"].str[7:]]
+                top = bias.loc[bias.groupby("judge")["bias_mean"].idxmax()]
+                out["self_found"] = int((own["bias_lo"] > 0).sum())
+                out["self_largest_in_row"] = int(
+                    (top["judge"].str[6:] == top["family"].str[7:]).sum()
+                )
+                out["self_judges"] = int(bias["judge"].nunique())
+                out["self_mean"] = float(own["bias_mean"].mean())
         if style and "style" in tables:
             coef = tables["style"]
             # the effect on the z-normalised rewards per sd of length: the pair logit's
