@@ -90,6 +90,10 @@ class Dataset:
         Rows skipped while loading, by reason.
     files : tuple of str
         Input files read (empty when built from frames).
+    model_meta : Mapping[str, numpy.ndarray]
+        Further per-model columns of a families file (``open``, ``released_after``...):
+        each column's label per model (str, shape (n_models,), ``""`` where the file gives
+        none; :meth:`with_model_meta`). Empty by default.
     """
 
     models: np.ndarray
@@ -117,6 +121,7 @@ class Dataset:
     reward_norm: str = "source"
     skipped: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     files: tuple = ()
+    model_meta: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -381,6 +386,19 @@ class Dataset:
         family.loc[list(known)] = list(known.values())
         unknown = sorted(set(families) - set(known))
         return dataclasses.replace(self, model_family=frozen(family.to_numpy(), str)), unknown
+
+    def with_model_meta(self, columns: Mapping[str, Mapping[str, str]]) -> Dataset:
+        """The same data with per-model columns (column to ``{model: label}``) added.
+
+        Models a column does not name get ``""``; models it names that the data do not
+        hold are ignored (:meth:`with_families` reports them).
+        """
+        meta = dict(self.model_meta)
+        index = pd.Index(self.models)
+        for name, labels in columns.items():
+            value = pd.Series(labels, dtype=object).reindex(index).fillna("")
+            meta[name] = frozen(value.to_numpy(), str)
+        return dataclasses.replace(self, model_meta=MappingProxyType(meta))
 
     def summary_dict(self) -> dict:
         """Machine-readable summary (sizes, coverage, judges, skip counts).
