@@ -27,6 +27,7 @@ from bayes_dualeval.posterior.dimension_tables import (
     has_dimensions,
     loadings_table,
 )
+from bayes_dualeval.posterior.dif_table import dif_table
 from bayes_dualeval.posterior.facet_tables import facet_tables
 from bayes_dualeval.posterior.summaries import (
     domain_deviations,
@@ -58,7 +59,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     dimensions ``abilities`` and ``loadings``
     (:mod:`~bayes_dualeval.posterior.dimension_tables`), with several judges or style
     covariates ``judges``, ``judge_bias`` and ``style``
-    (:mod:`~bayes_dualeval.posterior.facet_tables`), ``items``,
+    (:mod:`~bayes_dualeval.posterior.facet_tables`), with DIF groups ``dif``
+    (:mod:`~bayes_dualeval.posterior.dif_table`), ``items``,
     where the run has static questions with item parameters the leaderboard's model fit
     columns ``infit, outfit, fit_p, below_chance``
     (:func:`~bayes_dualeval.checks.model_fit.model_fit_table`), ``benchmarks`` (how well
@@ -146,6 +148,10 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     # several judges, their family biases, style covariates: judges.csv, judge_bias.csv,
     # style.csv (bayes_dualeval.posterior.facet_tables)
     result.tables.update(facet_tables(idata, dataset, ci))
+    # items that function differently across groups of models (model/dif.py): dif.csv
+    shifts = dif_table(idata, dataset, ci)
+    if shifts is not None:
+        result.tables["dif"] = shifts
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies
     result.diagnostics["ppc"] = ppc.summary
