@@ -26,8 +26,8 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model.arena_matrix import ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.dif import dif_groups
+from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.graders import graders
 from bayes_dualeval.model.pilot import centring, prompt_level
 from bayes_dualeval.model.spec import DualEvalModel

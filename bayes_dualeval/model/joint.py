@@ -23,8 +23,8 @@ from bayes_dualeval.model.ability_priors import (
     domain_abilities,
 )
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.model.facets import facet_parameters
 from bayes_dualeval.model.dif import dif_parameters
+from bayes_dualeval.model.facets import facet_parameters
 from bayes_dualeval.model.graders import grader_parameters
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.likelihood import (

@@ -87,3 +87,76 @@ def bayes_fdr(p: np.ndarray, level: float) -> np.ndarray:
 def flagged_items(table: pd.DataFrame) -> list[str]:
     """The items with a flagged row, in the table's order."""
     return list(dict.fromkeys(table.loc[table["flagged"], "item"]))
+
+
+#: The ``design`` of ``contamination.csv``'s rows: the model x benchmark audit with the
+#: block left out (:mod:`bayes_dualeval.checks.benchmark_audit`), or the DIF contrast of
+#: models released after the benchmark against those before (:func:`release_contrast`).
+LEFT_OUT, RELEASE_DIF = "left_out", "released_after_dif"
+#: The DIF column whose groups make the release contrast.
+RELEASE_COLUMN = "released_after"
+
+
+def release_contrast(idata, dataset: Dataset) -> pd.DataFrame | None:
+    """``contamination.csv`` rows of the before/after design, or None without it.
+
+    With DIF by :data:`RELEASE_COLUMN`, one row per group and benchmark (``model`` is the
+    group's label): ``excess`` the posterior mean of the group's mean log-odds *gain* over
+    the benchmark's questions against the other groups (minus the mean shift: positive
+    where the group does better than its ability predicts, as models that saw the
+    questions would), ``p_value`` the posterior probability that the gain is at most 0,
+    ``n`` the questions; ``observed`` and ``expected`` are NaN. ``q_value`` is filled by
+    the caller over every row of its design.
+    """
+    from bayes_dualeval.core.item_ids import benchmark_of
+    from bayes_dualeval.model.spec import DualEvalModel
+
+    if dif.SITE not in idata.posterior:
+        return None
+    if DualEvalModel.from_idata(idata).config.dif != RELEASE_COLUMN:
+        return None
+    static = np.asarray(dataset.static_items)
+    draws = dif.against_rest(draws_of(idata, dif.SITE)[:, static, :].astype(np.float64))
+    groups = np.asarray(idata.posterior["dif_group"].values).astype(str)
+    keys = pd.MultiIndex.from_arrays(
+        [np.asarray(dataset.item_source)[static], benchmark_of(dataset.items)[static]]
+    )
+    block, blocks = pd.factorize(keys)
+    rows = []
+    for k in range(len(blocks)):
+        gain = -draws[:, block == k, :].mean(axis=1)  # (D, G)
+        for g, name in enumerate(groups):
+            rows.append(
+                {
+                    "model": name,
+                    "kind": "static",
+                    "source": blocks[k][0],
+                    "dataset": blocks[k][1],
+                    "n": int((block == k).sum()),
+                    "observed": np.nan,
+                    "expected": np.nan,
+                    "expected_lo": np.nan,
+                    "expected_hi": np.nan,
+                    "excess": float(gain[:, g].mean()),
+                    "p_value": float((gain[:, g] <= 0).mean()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def with_release_contrast(audit: pd.DataFrame, idata, dataset: Dataset) -> pd.DataFrame:
+    """``contamination.csv``: the left-out audit's rows, and the release contrast's if any.
+
+    A ``design`` column says which design each row comes from (:data:`LEFT_OUT`,
+    :data:`RELEASE_DIF`); ``q_value`` of the release rows is Benjamini-Yekutieli over
+    them (their ``p_value`` is a posterior tail probability, not a p-value).
+    """
+    from scipy import stats
+
+    audit = audit.assign(design=LEFT_OUT)
+    extra = release_contrast(idata, dataset)
+    if extra is None or not len(extra):
+        return audit
+    extra["q_value"] = stats.false_discovery_control(extra["p_value"].to_numpy(), method="by")
+    extra["design"] = RELEASE_DIF
+    return pd.concat([audit, extra[audit.columns]], ignore_index=True)

@@ -22,12 +22,12 @@ from bayes_dualeval.checks.saturation import benchmarks
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.dif_table import dif_table, with_release_contrast
 from bayes_dualeval.posterior.dimension_tables import (
     abilities_table,
     has_dimensions,
     loadings_table,
 )
-from bayes_dualeval.posterior.dif_table import dif_table
 from bayes_dualeval.posterior.facet_tables import facet_tables
 from bayes_dualeval.posterior.summaries import (
     domain_deviations,
@@ -144,7 +144,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     # and with dimensions the loadings say which abilities a benchmark's items need
     one_ability = not (has_domain_abilities(idata) or dimensional)
     if any(DualEvalModel(result.config).item_kinds(dataset)) and one_ability:
-        result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
+        audit = benchmark_audit(idata, dataset, ci=ci)
+        result.tables["contamination"] = with_release_contrast(audit, idata, dataset)
     # several judges, their family biases, style covariates: judges.csv, judge_bias.csv,
     # style.csv (bayes_dualeval.posterior.facet_tables)
     result.tables.update(facet_tables(idata, dataset, ci))

@@ -38,8 +38,10 @@ def dif(doc: Markup, ctx: ReportContext) -> None:
     doc.table(
         top.assign(
             shift=[num(x) for x in top["shift_mean"]],
-            interval=[f"[{num(a)}, {num(b)}]" for a, b in zip(top["shift_lo"], top["shift_hi"],
-                                                              strict=True)],  # fmt: skip
+            interval=[
+                f"[{num(a)}, {num(b)}]"
+                for a, b in zip(top["shift_lo"], top["shift_hi"], strict=True)
+            ],  # fmt: skip
             p_shift=[num(x, ".3f") for x in top["p_shift"]],
         )[["item", "group", "shift", "interval", "p_shift", "flagged"]],
         names=("item",),

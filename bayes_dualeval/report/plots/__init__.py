@@ -12,8 +12,8 @@ from bayes_dualeval.report.plots.abilities import forest, rank_heatmap
 from bayes_dualeval.report.plots.audits import test_information
 from bayes_dualeval.report.plots.base import LABEL_CHARS, MAX_POINTS, short, subset, to_png
 from bayes_dualeval.report.plots.checks import calibration, observed_vs_replicated
-from bayes_dualeval.report.plots.dif import dif_shifts
 from bayes_dualeval.report.plots.diagnostics import loss_trace, rank_plots, rhat_ess
+from bayes_dualeval.report.plots.dif import dif_shifts
 from bayes_dualeval.report.plots.dimensions import ability_map, loading_heatmap
 from bayes_dualeval.report.plots.domains import domain_heatmap, domain_wright
 from bayes_dualeval.report.plots.flagged import item_patterns

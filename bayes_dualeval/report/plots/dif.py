@@ -6,7 +6,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bayes_dualeval.report.plots.base import BAD, POINT, figure, label_size, row_height, short, tidy
+from bayes_dualeval.report.plots.base import (
+    BAD,
+    POINT,
+    figure,
+    label_size,
+    row_height,
+    short,
+    tidy,
+)
 
 
 def dif_shifts(rows: pd.DataFrame) -> Figure:
