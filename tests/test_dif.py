@@ -91,7 +91,7 @@ def test_checks_and_loglik_read_each_cell_with_its_shift(dif_run):
     p = 1.0 / (1.0 + np.exp(-shifted.astype(np.float64)))
     np.testing.assert_allclose(ll, ds.static_n * (y * np.log(p) + (1 - y) * np.log1p(-p)),
                                rtol=1e-4, atol=1e-4)  # fmt: skip
-    stored = np.asarray(result.idata.log_likelihood["static_y"])[0, 0]
+    stored = np.asarray(result.idata.log_likelihood["static"])[0, 0]
     np.testing.assert_allclose(stored, ll, rtol=1e-4, atol=1e-4)
 
 
