@@ -10,6 +10,9 @@ One row per static item and group (:mod:`bayes_dualeval.model.dif`):
   in size, ``P(|shift| > 0.5)``;
 * ``flagged``: the rule below.
 
+A single draw (MAP) has no posterior probability: ``p_shift`` is NaN and nothing is
+flagged.
+
 The flag controls the Bayesian false discovery rate (Newton et al. 2004; Müller,
 Parmigiani and Rice 2006): over every row, flag those with ``p_shift >= c`` for the
 lowest ``c`` such that the flagged rows' mean ``1 - p_shift`` (the posterior expected
@@ -46,6 +49,8 @@ def dif_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame | None:
     groups = np.asarray(post["dif_group"].values).astype(str)
     lo, hi = interval(draws, ci)
     p = (np.abs(draws) > MIN_SHIFT).mean(axis=0)
+    if len(draws) < 2:  # a point estimate (MAP) has no posterior probability to flag by
+        p = np.full(p.shape, np.nan)
     q, g = len(static), len(groups)
     table = pd.DataFrame(
         {
@@ -69,7 +74,7 @@ def bayes_fdr(p: np.ndarray, level: float) -> np.ndarray:
     """
     p = np.asarray(p, np.float64)
     flags = np.zeros(len(p), bool)
-    if len(p) == 0:
+    if len(p) == 0 or np.isnan(p).any():
         return flags
     levels = np.unique(p)[::-1]  # candidate thresholds, highest first
     best = None
