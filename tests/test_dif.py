@@ -204,3 +204,12 @@ def test_dif_without_static_items_is_refused(tmp_path):
 
 def test_config_records_the_column():
     assert ModelConfig().dif == "" and ModelConfig(dif="open").dif == "open"
+
+
+def test_report_has_the_dif_section_and_figure(dif_run):
+    _, out, _ = dif_run
+    r = CliRunner().invoke(cli, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    text = (out / "report.md").read_text()
+    assert "## Differential item functioning" in text and "No item is flagged." in text
+    assert (out / "figures" / "dif_shifts.png").exists()

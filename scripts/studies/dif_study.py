@@ -11,6 +11,7 @@ questions (10 in the planted case, 0 in the null case) harder by ``--shift`` log
   ``dif.csv`` (the Bayesian FDR rule of :mod:`bayes_dualeval.posterior.dif_table`);
 * ``median_rule_dif`` / ``median_rule_clean``: the same for ``p_shift > 0.5`` (for
   comparison only: not the package's flag);
+* ``planted_in_top``: planted questions among the ``dif_items`` of highest ``p_shift``;
 * ``oracle_z``: for each planted question, the shift over its standard error with the
   true abilities and item parameters known (the Fisher information of the two groups'
   log-odds gap): what any method could see;
@@ -77,6 +78,8 @@ def run_seed(seed: int, n_dif: int, shift: float, sampler: str, models: int, sam
     planted = set(truth["dif"]["items"])
     flagged = set(flagged_items(table))
     median = set(table.loc[table["p_shift"] > 0.5, "item"])
+    ranked = table.sort_values("p_shift", ascending=False, kind="stable")["item"]
+    top = list(dict.fromkeys(ranked))[: max(n_dif, 1)]
     conv = result.diagnostics.get("convergence", {})
     out = {
         "seed": seed,
@@ -85,9 +88,13 @@ def run_seed(seed: int, n_dif: int, shift: float, sampler: str, models: int, sam
         "flagged_clean": len(flagged - planted),
         "median_rule_dif": len(median & planted),
         "median_rule_clean": len(median - planted),
+        "planted_in_top": len(set(top) & planted),
         "oracle_z": oracle_z(truth, shift, samples),
         "divergences": int(conv.get("divergences", -1)),
         "converged": bool(result.converged),
+        "problems": [str(x)[:120] for x in conv.get("problems", [])],
+        "max_rhat": conv.get("max_rhat"),
+        "min_ess_bulk": conv.get("min_ess_bulk"),
         "fit_seconds": round(seconds, 1),
     }
     shutil.rmtree(root, ignore_errors=True)
