@@ -44,7 +44,7 @@ SPECS = {
     "reward": (ModelConfig(arena_likelihood="reward"), 0),
     "bt": (ModelConfig(mode="bt"), 0),
     "item features": (ModelConfig(), "features"),
-    "judges, families, style, graders": (ModelConfig(), 3),
+    "judges, families, style, graders, dif": (ModelConfig(dif="family"), 3),
 }
 
 
