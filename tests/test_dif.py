@@ -213,3 +213,11 @@ def test_report_has_the_dif_section_and_figure(dif_run):
     text = (out / "report.md").read_text()
     assert "## Differential item functioning" in text and "No item is flagged." in text
     assert (out / "figures" / "dif_shifts.png").exists()
+
+
+def test_one_kind_of_the_data_keeps_the_models_columns(small_data):
+    root, names = small_data
+    path = root / "kinds.families.csv"
+    path.write_text("model_label,open\n" + "".join(f"{m},{k % 2}\n" for k, m in enumerate(names)))
+    ds = load(root / "data", families=path)
+    assert list(ds.only("static").model_meta["open"]) == list(ds.model_meta["open"])

@@ -234,7 +234,11 @@ class Dataset:
         if len(out.models) != len(self.models):
             missing = sorted(set(self.models) - set(out.models))
             raise InputError(f"model {missing[0]!r} has no {kind} rows")
-        return out
+        meta = {  # the models' further columns, by model
+            name: dict(zip(self.models, labels, strict=True))
+            for name, labels in self.model_meta.items()
+        }
+        return out.with_model_meta(meta) if meta else out
 
     def with_items(self, extra: pd.DataFrame) -> Dataset:
         """The same data with more items, which have no responses (e.g. known by features).
