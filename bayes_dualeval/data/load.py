@@ -88,8 +88,7 @@ def load(
         mapping, columns = families, {}
     else:
         mapping, columns = read_model_metadata(families)
-    ds, unknown = ds.with_families(mapping)
-    ds = ds.with_model_meta(columns)
+    ds = ds.with_families(mapping)[0].with_model_meta(columns)
     named = set(mapping).union(*(set(c) for c in columns.values()))
     unknown = sorted(named - set(np.asarray(ds.models, str)))
     if unknown:
