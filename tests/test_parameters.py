@@ -44,7 +44,7 @@ SPECS = {
     "reward": (ModelConfig(arena_likelihood="reward"), 0),
     "bt": (ModelConfig(mode="bt"), 0),
     "item features": (ModelConfig(), "features"),
-    "judges, families, style, graders": (ModelConfig(), 3),
+    "judges, families, style, graders, dif": (ModelConfig(dif="family"), 3),
 }
 
 
@@ -81,10 +81,10 @@ def test_an_undeclared_site_is_an_error():
 def test_the_derived_lists_are_those_the_package_kept_by_hand():
     assert parameters.LIKELIHOOD_SITES == (
         "theta", "theta_domain", "theta_dims", "loading", "b", "a", "c", "d", "gamma",
-        "sigma", "level_c", "grader_severity", "gamma_judge", "severity", "judge_bias",
-        "style_coef",
+        "sigma", "level_c", "grader_severity", "dif_shift", "gamma_judge", "severity",
+        "judge_bias", "style_coef",
     )  # fmt: skip
-    assert parameters.STATIC_SITES == ("grader_severity",)
+    assert parameters.STATIC_SITES == ("grader_severity", "dif_shift")
     assert parameters.ARENA_SITES == (
         "gamma",
         "sigma",

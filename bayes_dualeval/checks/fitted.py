@@ -21,7 +21,7 @@ from scipy import sparse
 from bayes_dualeval.core.errors import ConfigError, InputError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
-from bayes_dualeval.model import graders, links
+from bayes_dualeval.model import dif, graders, links
 from bayes_dualeval.model.ability_map import AbilityMap, domain_map
 from bayes_dualeval.model.arena_term import win_probability
 from bayes_dualeval.model.facets import VALUES, Facets, arena_facets, scores
@@ -120,6 +120,10 @@ class FittedRun:
         With static labels from several graders (:mod:`bayes_dualeval.model.graders`):
         the draws of ``grader_severity`` (D, G) and the graders' names (G,). Static
         cells' linear predictors take their grader's shift (:meth:`eta`, ``grader``).
+    dif : tuple or None
+        With differential item functioning (:mod:`bayes_dualeval.model.dif`): the draws
+        of ``dif_shift`` (D, Q, G), each model's group (M,), -1 for none, and the groups'
+        names (G,). Every cell's linear predictor in :meth:`eta` takes its shift.
     """
 
     dataset: Dataset
@@ -134,6 +138,7 @@ class FittedRun:
     abilities: AbilityMap | None = None
     facets: dict | None = None
     graders: tuple | None = None
+    dif: tuple | None = None
 
     def arena_scores(self, d: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The arena cells' scores under draws ``d``, from their probabilities ``p`` (D, R).
@@ -215,6 +220,8 @@ class FittedRun:
             b, a = (self._item(name, k, item, runs) for name in ("b", "a"))
             eta = links.eta(self.ability(k, model, item), b, a)
             row[:] = graders.shift(eta, None if severity is None else severity[k], grader)
+            if self.dif is not None:  # the items' DIF for the models' groups
+                row[:] = dif.shift(row, self.dif[0][k], item, self.dif[1][model])
         return out
 
     def static_graders(self, judge: np.ndarray | None = None) -> np.ndarray | None:
@@ -358,7 +365,17 @@ def resolve(idata, dataset: Dataset, pairs: Pairs | None, bb_ratio, tie_ratio) -
         abilities=_ability_map(idata, dataset),
         facets=_facets(idata, dataset) if arena == "pairs" else None,
         graders=_graders(idata, dataset) if use_static else None,
+        dif=_dif(idata, dataset, config) if use_static else None,
     )
+
+
+def _dif(idata, dataset: Dataset, config) -> tuple | None:
+    """The DIF shift draws, each model's group and the groups' names, or None."""
+    shifts = _var(idata, dif.SITE)
+    if shifts is None:
+        return None
+    names, group = dif.model_groups(dataset, config.dif)
+    return shifts, group.astype(np.int64), names
 
 
 def _graders(idata, dataset: Dataset) -> tuple | None:

@@ -148,6 +148,28 @@ _PROBABILITY = click.FloatRange(0, 1, max_open=True)
     help="Graders labelling every static answer, each with its own severity on the pass "
     "rate; rows get a judge field (docs/simulator.md).",
 )
+@click.option(
+    "--dif-groups",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Groups of models (written to OUT/models.families.csv, column group: fit with "
+    "--families OUT/models.families.csv --dif group).",
+)
+@click.option(
+    "--dif-items",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="With --dif-groups: static questions harder for the last group by --dif-shift.",
+)
+@click.option(
+    "--dif-shift",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="With --dif-items: the log-odds the last group loses on those questions.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite files of a previous simulation.")
 @clean_errors
@@ -174,6 +196,9 @@ def simulate(
     self_preference,
     style_effect,
     graders,
+    dif_groups,
+    dif_items,
+    dif_shift,
     seed,
     force,
 ):
@@ -192,6 +217,7 @@ def simulate(
         bayes-dualeval simulate sim-feat/ --item-features 64 --feature-share 0.6
         bayes-dualeval simulate sim-rep/ --samples 3
         bayes-dualeval simulate sim-judges/ --judges 3 --self-preference 1 --style-effect 0.8
+        bayes-dualeval simulate sim-dif/ --models 40 --dif-groups 2 --dif-items 10
     """
     from bayes_dualeval import api
 
@@ -220,6 +246,9 @@ def simulate(
         self_preference=self_preference,
         style_effect=style_effect,
         graders=graders,
+        dif_groups=dif_groups,
+        dif_items=dif_items,
+        dif_shift=dif_shift,
         seed=seed,
     )
     for path in simulated.files:

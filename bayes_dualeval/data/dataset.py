@@ -90,6 +90,10 @@ class Dataset:
         Rows skipped while loading, by reason.
     files : tuple of str
         Input files read (empty when built from frames).
+    model_meta : Mapping[str, numpy.ndarray]
+        Further per-model columns of a families file (``open``, ``released_after``...):
+        each column's label per model (str, shape (n_models,), ``""`` where the file gives
+        none; :meth:`with_model_meta`). Empty by default.
     """
 
     models: np.ndarray
@@ -117,6 +121,7 @@ class Dataset:
     reward_norm: str = "source"
     skipped: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     files: tuple = ()
+    model_meta: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -229,7 +234,11 @@ class Dataset:
         if len(out.models) != len(self.models):
             missing = sorted(set(self.models) - set(out.models))
             raise InputError(f"model {missing[0]!r} has no {kind} rows")
-        return out
+        meta = {  # the models' further columns, by model
+            name: dict(zip(self.models, labels, strict=True))
+            for name, labels in self.model_meta.items()
+        }
+        return out.with_model_meta(meta) if meta else out
 
     def with_items(self, extra: pd.DataFrame) -> Dataset:
         """The same data with more items, which have no responses (e.g. known by features).
@@ -381,6 +390,19 @@ class Dataset:
         family.loc[list(known)] = list(known.values())
         unknown = sorted(set(families) - set(known))
         return dataclasses.replace(self, model_family=frozen(family.to_numpy(), str)), unknown
+
+    def with_model_meta(self, columns: Mapping[str, Mapping[str, str]]) -> Dataset:
+        """The same data with per-model columns (column to ``{model: label}``) added.
+
+        Models a column does not name get ``""``; models it names that the data do not
+        hold are ignored (:meth:`with_families` reports them).
+        """
+        meta = dict(self.model_meta)
+        index = pd.Index(self.models)
+        for name, labels in columns.items():
+            value = pd.Series(labels, dtype=object).reindex(index).fillna("")
+            meta[name] = frozen(value.to_numpy(), str)
+        return dataclasses.replace(self, model_meta=MappingProxyType(meta))
 
     def summary_dict(self) -> dict:
         """Machine-readable summary (sizes, coverage, judges, skip counts).

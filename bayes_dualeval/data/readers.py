@@ -44,6 +44,8 @@ SUFFIXES = (".jsonl", ".csv", ".parquet")
 #: Files ending so hold item features (:mod:`bayes_dualeval.data.features`), not responses:
 #: a folder of responses may keep them beside the data, and reading it skips them.
 FEATURE_SUFFIX = ".features.csv"
+#: ... and files ending so hold per-model metadata (a families file), skipped likewise.
+FAMILIES_SUFFIX = ".families.csv"
 
 
 @dataclass
@@ -111,7 +113,7 @@ def find_files(paths) -> list[tuple[Path, Path]]:
                 f
                 for f in p.rglob("*")
                 if f.is_file()
-                and not f.name.lower().endswith(FEATURE_SUFFIX)
+                and not f.name.lower().endswith((FEATURE_SUFFIX, FAMILIES_SUFFIX))
                 and not any(part.startswith(".") for part in f.relative_to(p).parts)
                 and (f.suffix.lower() in SUFFIXES or harness.claim(f) is not None)
             )

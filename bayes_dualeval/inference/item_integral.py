@@ -22,7 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import substitute, trace
 from numpyro.infer.util import constrain_fn
 
-from bayes_dualeval.model import facets, graders, parameters
+from bayes_dualeval.model import dif, facets, graders, parameters
 from bayes_dualeval.model.ability_map import domain_map
 from bayes_dualeval.model.item_solve import block_det, block_solve
 from bayes_dualeval.model.joint import arena_loglik, dualeval_model, static_loglik
@@ -34,7 +34,7 @@ ITEM_PLATE = "item"
 ITEM_TARGETS = {"b_raw": "b", "b_rel": "b", "log_a_raw": "a", "log_a": "a"}
 #: Global sites the arena likelihood reads besides abilities and items.
 ARENA_SITES = parameters.ARENA_SITES
-#: ... and the static likelihood beyond them (the graders' severities).
+#: ... and the static likelihood beyond them (the graders' severities, DIF shifts).
 STATIC_SITES = parameters.STATIC_SITES
 #: Gauss-Hermite nodes per item dimension (``b`` alone under 1PL, ``b`` and ``log a``).
 NODES = {1: 7, 2: 3}
@@ -124,7 +124,9 @@ class ItemIntegral:
         a = jnp.exp(x[1]) if self.dim == 2 else None
         total = jnp.zeros(self.n_items)
         if inputs.has_static:
-            cells = static_loglik(theta, a, b, inputs, severity=extra.get(graders.SITE))
+            cells = static_loglik(
+                theta, a, b, inputs, severity=extra.get(graders.SITE), shifts=extra.get(dif.SITE)
+            )
             per_item = jax.ops.segment_sum(cells, inputs.static_item, self.n_items)
             total = total + config.lambda_static * per_item
         if inputs.has_arena:

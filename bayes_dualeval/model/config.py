@@ -87,6 +87,11 @@ class ModelConfig:
         equally lenient on every prompt. ``none``: only
         within-prompt contrasts enter (DualEval); arena difficulties are then not
         identified and are marked so.
+    dif : str
+        Differential item functioning (:mod:`bayes_dualeval.model.dif`): the per-model
+        column (``family``, or a column of the models' metadata such as ``open`` or
+        ``released_after``) whose groups may shift each static item's log-odds; ``""``
+        (default) for none.
     lambda_static, lambda_arena, lambda_bb : float
         Likelihood powers of the static, arena-pair and both-bad terms.
     arena_weight : {"fixed", "calibrated"}
@@ -174,6 +179,11 @@ class ModelConfig:
         "How a prompt's difficulty is seen: its mean reward (the reward model is equally "
         "lenient on every prompt), or not at all (leniency varies; arena b not identified).",
         choices=ARENA_LEVELS,
+    )
+    dif: str = _likelihood(
+        "",
+        "Differential item functioning: a per-model column (family, or one of the families "
+        "file's columns) whose groups shift each static item's log-odds (dif.csv).",
     )
     lambda_static: float = _likelihood(1.0, "Likelihood power of static labels.", _NON_NEGATIVE)
     lambda_arena: float = _likelihood(1.0, "Likelihood power of arena pairs.", _NON_NEGATIVE)

@@ -26,6 +26,7 @@ from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.data.distill import Pairs, distill
 from bayes_dualeval.model.arena_matrix import ArenaMatrix
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.dif import dif_groups
 from bayes_dualeval.model.facets import arena_facets
 from bayes_dualeval.model.graders import graders
 from bayes_dualeval.model.pilot import centring, prompt_level
@@ -206,6 +207,8 @@ class ModelInputs:
     pair_batch: int = dataclasses.field(default=0, metadata=SIZE)
     static_counts: jax.Array | None = None
     arena_matrix: ArenaMatrix | None = None
+    n_dif_groups: int = dataclasses.field(default=0, metadata=SIZE)
+    model_dif_group: jax.Array | None = None
 
     def with_batches(self, static: int, pairs: int) -> ModelInputs:
         """The same inputs, their likelihood estimated from random batches of this size.
@@ -433,6 +436,7 @@ def build_inputs(
         arena_style=jnp.asarray(facet.style, dtype=jnp.float32),
         centring=jnp.asarray(item_centring),
         item_features=jnp.asarray(x_features),
+        **dif_groups(dataset, config.dif, use_static),
     )
     return inputs, pairs
 

@@ -23,6 +23,7 @@ from bayes_dualeval.model.ability_priors import (
     domain_abilities,
 )
 from bayes_dualeval.model.config import ModelConfig
+from bayes_dualeval.model.dif import dif_parameters
 from bayes_dualeval.model.facets import facet_parameters
 from bayes_dualeval.model.graders import grader_parameters
 from bayes_dualeval.model.inputs import ModelInputs
@@ -103,9 +104,10 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
         a, b = item_parameters(inputs, config, theta_mean, spread, anchor=anchor)
         c, d = asymptotes(inputs, config)
         severity = grader_parameters(inputs) if inputs.has_static else None
+        shifts = dif_parameters(inputs) if inputs.has_static else None
         if inputs.has_static and inputs.static_counts is not None:
             # the same density from the models x items matrix (NUTS, most cells observed)
-            ll = jnp.sum(static_matrix_loglik(ability, a, b, inputs, c, d))
+            ll = jnp.sum(static_matrix_loglik(ability, a, b, inputs, c, d, shifts))
             numpyro.factor("static", config.lambda_static * ll)
         elif inputs.has_static:
             # minibatch SVI reads a random batch of cells, weighted up to the whole
@@ -117,7 +119,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
             ):
                 numpyro.sample(
                     "static_y",
-                    static_distribution(ability, a, b, cells, c, d, severity),
+                    static_distribution(ability, a, b, cells, c, d, severity, shifts),
                     obs=cells.static_y,
                 )
         if not inputs.has_arena:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from bayes_dualeval.model import arena_matrix, arena_term, graders, links
+from bayes_dualeval.model import arena_matrix, arena_term, dif, graders, links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.arena_term import ArenaTerm
 from bayes_dualeval.model.config import ModelConfig
@@ -99,26 +99,30 @@ def cell_eta(theta, a, b, model, item):
 
 
 def static_distribution(
-    theta, a, b, inputs: ModelInputs, c=None, d=None, severity=None
+    theta, a, b, inputs: ModelInputs, c=None, d=None, severity=None, shifts=None
 ) -> IRTBernoulli:
     """The distribution of every static label, batch shape (S,), weighted by ``static_n``.
 
     ``severity``: the graders' severities (:mod:`bayes_dualeval.model.graders`), None with
-    one grader.
+    one grader; ``shifts``: the items' DIF shifts (:mod:`bayes_dualeval.model.dif`), None
+    without.
     """
     item = inputs.static_item
     eta = cell_eta(theta, a, b, inputs.static_model, item)
     eta = graders.shift(eta, severity, inputs.static_grader)
+    if shifts is not None:
+        eta = dif.shift(eta, shifts, item, inputs.model_dif_group[inputs.static_model])
     c, d = (None if x is None else x[item] for x in (c, d))
     return IRTBernoulli(eta, c, d, inputs.static_n)
 
 
-def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None, severity=None):
+def static_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None, severity=None, shifts=None):
     """Log likelihood of each static cell's answers, shape (S,); 0 for a padded cell."""
-    return static_distribution(theta, a, b, inputs, c, d, severity).log_prob(inputs.static_y)
+    law = static_distribution(theta, a, b, inputs, c, d, severity, shifts)
+    return law.log_prob(inputs.static_y)
 
 
-def static_matrix_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
+def static_matrix_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None, shifts=None):
     """Bernoulli log likelihood of the static labels per model and item, shape (M, n_static_items).
 
     The same density as :func:`static_loglik` summed, read from
@@ -134,6 +138,8 @@ def static_matrix_loglik(theta, a, b, inputs: ModelInputs, c=None, d=None):
     models = jnp.arange(inputs.n_models)[:, None]
     ability = ability_at(theta, models, items[None, :])
     eta = links.eta(ability, b[items], None if a is None else a[items])
+    if shifts is not None:  # DIF: each model's group's shift of each item
+        eta = dif.shift(eta, shifts, items[None, :], inputs.model_dif_group[:, None])
     c, d = (None if x is None else x[items] for x in (c, d))
     return n * links.bernoulli_loglik(k / jnp.maximum(n, 1.0), eta, c, d)
 

@@ -10,7 +10,8 @@ package reads what it needs of them from here rather than keeping lists of its o
 * the sites the arena term reads beyond the items' parameters (:data:`ARENA_SITES`:
   MAP's item likelihood, :mod:`bayes_dualeval.inference.item_integral`, passes them on);
 * the sites the static labels read beyond the items' parameters (:data:`STATIC_SITES`:
-  the graders' severities, :mod:`bayes_dualeval.model.graders`);
+  the graders' severities, :mod:`bayes_dualeval.model.graders`, and the items' DIF
+  shifts, :mod:`bayes_dualeval.model.dif`);
 * the facets' values (:data:`FACET_VALUES`, :mod:`bayes_dualeval.model.facets`).
 
 A site the model samples and this table lacks is an error where the posterior is built
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 #: What a site is: an ability, an item parameter, a hyperparameter of either, a parameter
 #: of the arena term, a facet of the arena (judges, family biases, style), a parameter of
-#: the static labels beyond the items' (the graders' severities), or a raw coordinate
+#: the static labels beyond the items' (the graders' severities, DIF), or a raw coordinate
 #: that a deterministic site transforms.
 ROLES = ("ability", "item", "hyper", "arena", "facet", "static", "raw")
 
@@ -102,6 +103,12 @@ _ABILITY_AND_ITEM_SITES = (
     # the graders of static labels (bayes_dualeval.model.graders)
     _p("grader_severity_raw", ("grader_contrast",), "raw"),
     _p("grader_severity", ("grader",), "static", read=True),
+    # differential item functioning across groups of models (bayes_dualeval.model.dif)
+    _p("dif_tau", (), "hyper"),
+    _p("dif_slab", (), "hyper"),
+    _p("dif_lambda", ("static_item", "dif_contrast"), "hyper"),
+    _p("dif_z", ("static_item", "dif_contrast"), "raw"),
+    _p("dif_shift", ("item", "dif_group"), "static", read=True),
 )
 #: The arena's facets, in the order the model samples them.
 _FACET_SITES = (

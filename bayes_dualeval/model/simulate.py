@@ -25,7 +25,10 @@ The generative process (documented in ``docs/simulator.md``):
    (rows with a ``judge`` field ``grader-a``, ...): grader ``g`` passes it with
    probability ``sigmoid(logit(p_iq) - s_g)``, a severity ``s_g ~ Normal(0,
    grader_severity_sd)``, independently of the other graders and from a generator of its
-   own. The truth's ``graders`` holds each one's severity.
+   own. The truth's ``graders`` holds each one's severity;
+9. with ``dif_groups = G > 1``, the models are split over ``G`` groups and ``dif_items``
+   static questions (chosen by a generator of their own) are harder for the last group:
+   its log-odds on them fall by ``dif_shift`` (differential item functioning).
 
 The truth records ``gamma``: the slope of z-normalised rewards on ``p``, i.e.
 ``gamma_reward / sd(r)``, which is what the model's ``gamma`` estimates (attenuated by
@@ -44,7 +47,7 @@ from bayes_dualeval.core import atomic, item_ids
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.fields import setting
 from bayes_dualeval.model import links
-from bayes_dualeval.model.simulate_facets import graded, judged, repeated
+from bayes_dualeval.model.simulate_facets import graded, judged, planted_dif, repeated
 
 MODEL_NAMES = (
     "atlas-70b", "borealis-8b", "cirrus-34b", "delta-13b", "ember-7b", "fjord-405b",
@@ -56,6 +59,8 @@ STATIC_SOURCE = "bench"
 ARENA_SOURCE = "arena"
 #: Where :func:`write` puts simulated item features (skipped when responses are read).
 FEATURE_FILE = "items.features.csv"
+#: Where :func:`write` puts the models' groups of a DIF simulation (a families file).
+META_FILE = "models.families.csv"
 
 
 def model_names(n: int) -> list[str]:
@@ -94,6 +99,9 @@ def simulate(
     judge_slope_sd: float = 0.3,
     graders: int = 1,
     grader_severity_sd: float = 1.0,
+    dif_groups: int = 1,
+    dif_items: int = 0,
+    dif_shift: float = 2.0,
     seed: int = 0,
 ):
     """Draw a simulated evaluation with known truth.
@@ -161,6 +169,14 @@ def simulate(
         Graders labelling every static answer (step 8 of the module), each with a
         severity on the pass rate's logit, ``Normal(0, grader_severity_sd)``; 1: the
         labels as above.
+    dif_groups, dif_items, dif_shift : int, int, float
+        Differential item functioning (step 9 of the module): with ``dif_groups = G >
+        1`` the models are split over ``G`` groups (``group-a``, ...: model ``i`` in group
+        ``i mod G``), and ``dif_items`` static questions, chosen at random, are harder by
+        ``dif_shift`` logits for the last group (its log-odds fall by ``dif_shift`` at the
+        same ability). The groups go to ``truth["meta"]`` (a DataFrame ``model_label,
+        group``), which :func:`write` writes as ``models.families.csv``; ``truth["dif"]``
+        holds the column, the shifted group, the items and the shift.
     seed : int
         Seed of the NumPy generator.
 
@@ -224,7 +240,11 @@ def simulate(
     else:
         ability_s = _ability(theta, deviation, dom_s, domains)
         ability_r = _ability(theta, deviation, dom_r, domains)
-    p_s = links.probability(links.eta(ability_s, b_s, a_s), floor, ceiling)
+    eta_s = links.eta(ability_s, b_s, a_s)
+    planted = planted_dif(n_models, n_static, dif_groups, dif_items, dif_shift, seed)
+    if planted is not None:
+        eta_s = eta_s - planted["shift"]
+    p_s = links.probability(eta_s, floor, ceiling)
     y = (rng.random(p_s.shape) < p_s).astype(int)
     p_r = links.probability(links.eta(ability_r, b_r, a_r))
     offset = rng.normal(5.0, prompt_offset_sd, n_arena)
@@ -317,6 +337,15 @@ def simulate(
     if severities is not None:
         truth["settings"].update(graders=graders, grader_severity_sd=grader_severity_sd)
         truth["graders"] = severities
+    if planted is not None:
+        truth["settings"].update(dif_groups=dif_groups, dif_items=dif_items, dif_shift=dif_shift)
+        truth["meta"] = pd.DataFrame({"model_label": names, "group": planted["group"]})
+        truth["dif"] = {
+            "column": "group",
+            "group": planted["shifted"],
+            "items": [static_ids[q] for q in planted["items"]],
+            "shift": dif_shift,
+        }
     if features is not None:
         truth["settings"].update(item_features=item_features, feature_share=feature_share)
         features.insert(0, "item", [*static_ids, *arena_ids])
@@ -421,7 +450,8 @@ def _within(labels: np.ndarray) -> np.ndarray:
 def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list[Path]:
     """Write a simulation as ``bench/static.jsonl``, ``arena/arena.jsonl`` and ``truth.json``.
 
-    With simulated item features also ``items.features.csv``.
+    With simulated item features also ``items.features.csv``; with DIF groups also
+    ``models.families.csv`` (``model_label,group``: a families file for ``dif="group"``).
 
     Parameters
     ----------
@@ -449,6 +479,9 @@ def write(out: str | Path, static, arena, truth, *, force: bool = False) -> list
     features = truth.pop("features", None)
     if features is not None:
         targets[out / FEATURE_FILE] = features
+    meta = truth.pop("meta", None)
+    if meta is not None:
+        targets[out / META_FILE] = meta
     if not force:
         clash = [p for p in [*targets, truth_path] if p.exists()]
         if clash:

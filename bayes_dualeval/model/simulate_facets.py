@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.core.errors import InputError
+
 
 def judged(arena, p, offset, model, theta, names, judges, self_preference, style_effect,
             severity_sd, slope_sd, gamma_reward, noise, seed) -> dict:  # fmt: skip
@@ -79,3 +81,33 @@ def graded(static: pd.DataFrame, p: np.ndarray, graders: int, severity_sd: float
         passed = rng.random(len(p)) < 1.0 / (1.0 + np.exp(-(logit - s)))
         parts.append(static.assign(correct=passed.astype(int), judge=name))
     return pd.concat(parts, ignore_index=True), dict(zip(names, severity.tolist(), strict=True))
+
+
+def planted_dif(n_models: int, n_static: int, groups: int, items: int, shift: float, seed: int):
+    """Groups of models and the static questions that are harder for the last group.
+
+    Model ``i`` is in group ``i mod groups`` (``group-a``, ...); ``items`` static questions,
+    chosen from a generator of their own (seeded by ``seed``), are harder by ``shift``
+    logits for the last group. Returns None with fewer than two groups, else a dict:
+    ``group`` (each model's group name), ``shifted`` (the last group's name), ``items``
+    (the questions' indices, sorted) and ``shift`` (M, n_static), the log-odds each
+    model loses on each question.
+    """
+    if groups < 2:
+        if items:
+            raise InputError("planted DIF items need two groups of models or more")
+        return None
+    if not 0 <= items <= n_static:
+        raise InputError(f"dif_items must be in [0, {n_static}], got {items}")
+    names = [f"group-{chr(ord('a') + k)}" for k in range(groups)]
+    member = np.arange(n_models) % groups
+    rng = np.random.default_rng([seed, 20261206])
+    chosen = np.sort(rng.choice(n_static, size=items, replace=False))
+    table = np.zeros((n_models, n_static))
+    table[np.ix_(member == groups - 1, chosen)] = shift
+    return {
+        "group": [names[k] for k in member],
+        "shifted": names[-1],
+        "items": chosen.tolist(),
+        "shift": table,
+    }

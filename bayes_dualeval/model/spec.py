@@ -175,13 +175,17 @@ class DualEvalModel:
 
     def static_loglik(self, draws: Mapping, inputs):
         """Pointwise log likelihood of the static cells for one draw, shape (S,)."""
+        from bayes_dualeval.model import dif
         from bayes_dualeval.model.graders import SITE, has_graders
         from bayes_dualeval.model.likelihood import static_loglik
 
         par = self.item_parameters(draws)
         theta = self.abilities(draws, inputs)
         severity = _site(draws, SITE) if has_graders(inputs) else None
-        return static_loglik(theta, par["a"], par["b"], inputs, par["c"], par["d"], severity)
+        shifts = _site(draws, dif.SITE) if dif.has_dif(inputs) else None
+        return static_loglik(
+            theta, par["a"], par["b"], inputs, par["c"], par["d"], severity, shifts
+        )
 
     def arena_loglik(self, draws: Mapping, inputs):
         """Arena log likelihood per item for one draw, shape (Q,)."""

@@ -21,7 +21,7 @@ import pandas as pd
 
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.inference.sampling import Draws
-from bayes_dualeval.model import facets, graders, parameters
+from bayes_dualeval.model import dif, facets, graders, parameters
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.spec import DualEvalModel
@@ -38,6 +38,9 @@ ITEM_LABELS = ("item_kind", "item_source", "item_domain", "item_group")
 #: Dimensions of one entry per observed cell: labelled by model and item, not by an index
 #: (ArviZ's default 0..n-1 coordinate would add two integers per cell to the file).
 CELL_DIMS = ("static_cell", "arena_cell")
+#: Prefix of the constant data holding the models' further metadata columns
+#: (:attr:`~bayes_dualeval.data.dataset.Dataset.model_meta`), one per column.
+META_PREFIX = "model_meta_"
 #: Observed cells (static and arena together) above which each cell's model and item are
 #: stored as their positions in the ``model`` and ``item`` coordinates (int32, 8 bytes a
 #: cell) instead of their text (about 120 bytes a cell at 10 M cells, most of posterior.nc).
@@ -85,6 +88,14 @@ def _coords(dataset: Dataset, samples: dict) -> dict:
         "arena_source": dataset.groups[np.unique(dataset.item_group[dataset.arena_items])],
         "static_item": dataset.items[dataset.static_items],
     }
+
+
+def _dif_coords(dataset: Dataset, config: ModelConfig, samples: dict) -> dict:
+    """The DIF groups and their sum-to-zero coordinates (empty without DIF)."""
+    if dif.SITE not in samples:
+        return {}
+    names, _ = dif.model_groups(dataset, config.dif)
+    return {"dif_group": names, "dif_contrast": np.arange(len(names) - 1)}
 
 
 def with_derived(samples: dict) -> dict:
@@ -139,6 +150,8 @@ def to_inference_data(
     family_var = (
         {"model_family": dataset.model_family} if (dataset.model_family != "").any() else {}
     )
+    # the models' further metadata columns (a families file's open, released_after...)
+    family_var.update({META_PREFIX + k: v for k, v in dataset.model_meta.items()})
     idata = az.from_dict(
         posterior=samples,
         sample_stats=draws.stats or None,
@@ -155,13 +168,14 @@ def to_inference_data(
             **_coords(dataset, samples),
             **feature_coords,
             **({"style_covariate": list(dataset.style)} if dataset.style else {}),
+            **_dif_coords(dataset, config, samples),
         },
         dims={
             **dims,
             **observed_dims,
             **feature_dims,
             **dict.fromkeys(ITEM_LABELS, ["item"]),
-            **({"model_family": ["model"]} if family_var else {}),
+            **dict.fromkeys(family_var, ["model"]),
         },  # fmt: skip
         posterior_attrs={
             **DualEvalModel(config).to_attrs(),

@@ -25,7 +25,7 @@ from bayes_dualeval.data.tables import frozen
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.inputs import build_inputs
 from bayes_dualeval.model.spec import DualEvalModel
-from bayes_dualeval.posterior.idata import cell_positions
+from bayes_dualeval.posterior.idata import META_PREFIX, cell_positions
 from bayes_dualeval.runs.fit import DIAGNOSTICS_FILE, POSTERIOR_FILE, FitResult
 
 
@@ -149,6 +149,13 @@ def stored_dataset(idata, diagnostics: dict) -> Dataset:
         ),
         reward_norm=data["reward_norm"],
         skipped=MappingProxyType(dict(data.get("skipped", {}))),
+        model_meta=MappingProxyType(
+            {
+                name[len(META_PREFIX) :]: frozen(const[name].values, str)
+                for name in const.data_vars
+                if name.startswith(META_PREFIX)
+            }
+        ),
     )
 
 

@@ -22,6 +22,7 @@ from bayes_dualeval.checks.saturation import benchmarks
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ReportWarning
 from bayes_dualeval.model.spec import DualEvalModel
+from bayes_dualeval.posterior.dif_table import dif_table, with_release_contrast
 from bayes_dualeval.posterior.dimension_tables import (
     abilities_table,
     has_dimensions,
@@ -58,7 +59,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     dimensions ``abilities`` and ``loadings``
     (:mod:`~bayes_dualeval.posterior.dimension_tables`), with several judges or style
     covariates ``judges``, ``judge_bias`` and ``style``
-    (:mod:`~bayes_dualeval.posterior.facet_tables`), ``items``,
+    (:mod:`~bayes_dualeval.posterior.facet_tables`), with DIF groups ``dif``
+    (:mod:`~bayes_dualeval.posterior.dif_table`), ``items``,
     where the run has static questions with item parameters the leaderboard's model fit
     columns ``infit, outfit, fit_p, below_chance``
     (:func:`~bayes_dualeval.checks.model_fit.model_fit_table`), ``benchmarks`` (how well
@@ -142,10 +144,15 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     # and with dimensions the loadings say which abilities a benchmark's items need
     one_ability = not (has_domain_abilities(idata) or dimensional)
     if any(DualEvalModel(result.config).item_kinds(dataset)) and one_ability:
-        result.tables["contamination"] = benchmark_audit(idata, dataset, ci=ci)
+        audit = benchmark_audit(idata, dataset, ci=ci)
+        result.tables["contamination"] = with_release_contrast(audit, idata, dataset)
     # several judges, their family biases, style covariates: judges.csv, judge_bias.csv,
     # style.csv (bayes_dualeval.posterior.facet_tables)
     result.tables.update(facet_tables(idata, dataset, ci))
+    # items that function differently across groups of models (model/dif.py): dif.csv
+    shifts = dif_table(idata, dataset, ci)
+    if shifts is not None:
+        result.tables["dif"] = shifts
     result.diagnostics["ci"] = ci
     result.diagnostics["anomalies"] = anomalies
     result.diagnostics["ppc"] = ppc.summary

@@ -5,7 +5,7 @@ be redrawn from the CSV tables of a run. Heights grow with the number of rows, s
 leaderboard of 100 models stays readable; long labels are shortened with an ellipsis
 (the tables keep the full names). Modules by subject: :mod:`.abilities`, :mod:`.items`,
 :mod:`.checks`, :mod:`.diagnostics`, :mod:`.dimensions`, :mod:`.domains`,
-:mod:`.flagged`, :mod:`.audits`; :mod:`.base` holds what they share.
+:mod:`.flagged`, :mod:`.audits`, :mod:`.dif`; :mod:`.base` holds what they share.
 """
 
 from bayes_dualeval.report.plots.abilities import forest, rank_heatmap
@@ -13,6 +13,7 @@ from bayes_dualeval.report.plots.audits import test_information
 from bayes_dualeval.report.plots.base import LABEL_CHARS, MAX_POINTS, short, subset, to_png
 from bayes_dualeval.report.plots.checks import calibration, observed_vs_replicated
 from bayes_dualeval.report.plots.diagnostics import loss_trace, rank_plots, rhat_ess
+from bayes_dualeval.report.plots.dif import dif_shifts
 from bayes_dualeval.report.plots.dimensions import ability_map, loading_heatmap
 from bayes_dualeval.report.plots.domains import domain_heatmap, domain_wright
 from bayes_dualeval.report.plots.flagged import item_patterns
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_POINTS",
     "ability_map",
     "calibration",
+    "dif_shifts",
     "difficulty_discrimination",
     "domain_heatmap",
     "domain_wright",
