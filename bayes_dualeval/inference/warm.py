@@ -40,9 +40,9 @@ from bayes_dualeval.model.contrasts import helmert_basis
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model
 
-#: Warm-up iterations of a warm-started fit: the step size only, from the stored one,
-#: with the stored metric kept (measured against a short metric window in
-#: docs/performance.md, "Warm starts").
+#: Warm-up iterations of a warm-started fit (or the fit's own warm-up, when shorter): the
+#: step size only, from the stored one, with the stored metric kept (measured against a
+#: short metric window in docs/performance.md, "Warm starts").
 WARMUP = 100
 #: Sum-to-zero axes and the labelled axes they are contrasts of.
 CONTRAST_OF = {

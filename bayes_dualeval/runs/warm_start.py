@@ -26,6 +26,7 @@ from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.sites import model_sites
 from bayes_dualeval.inference.warm import (
     CONTRAST_OF,
+    WARMUP,
     Axis,
     WarmStart,
     block_metric,
@@ -253,18 +254,19 @@ def prepare(
         dim: sorted(set(labels_new.get(dim, [])) - set(labels_old.get(dim, [])))
         for dim in ("model", "item")
     }
+    step_size = float(stored["step_size"])
+    warmup = min(settings.warmup, WARMUP)
     record = {
         "run": stored["run"],
-        "warmup": None,  # filled below
+        "warmup": warmup,
         "adapt_metric": False,
-        "step_size": float(stored["step_size"]),
+        "step_size": step_size,
         "new_models": added["model"],
         "new_items": len(added["item"]),
         "new_entries": new_entries,
     }
-    warm = WarmStart(block_metric(var, tuple(dense_new), dense), float(stored["step_size"]), init)
-    record["warmup"], record["adapt_metric"] = warm.warmup, warm.adapt_metric
-    return warm._replace(record=record)
+    metric = block_metric(var, tuple(dense_new), dense)
+    return WarmStart(metric, step_size, init, warmup, False, record)
 
 
 def _same_centring(stored: dict, labels_old: dict, inputs: ModelInputs, labels_new: dict):

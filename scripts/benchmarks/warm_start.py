@@ -9,12 +9,11 @@ Printed per fit and as medians: wall seconds, the sampler's compile and sampling
 leapfrog steps of the kept draws, convergence (R-hat, bulk and tail ESS, divergences) and
 whether the warm start was used; then the warm/cold ratios of the medians.
 
-``--steps`` also counts the leapfrog steps of warm-up, which the run does not record, in
-this process: the same kernels (cold: the pilot's metric and 400 iterations; warm: the
-stored metric and :data:`bayes_dualeval.inference.warm.WARMUP` iterations of step size
-only), with NumPyro's ``collect_warmup``. Steps do not depend on the machine's load.
+``--variants`` compares warm-up choices in this process, with leapfrog steps counted over
+warm-up too (the run records only the kept draws'): see :func:`variants`.
 
-    python scripts/benchmarks/warm_start.py --repeats 3 --steps
+    python scripts/benchmarks/warm_start.py --repeats 3
+    python scripts/benchmarks/warm_start.py --no-processes --variants cold warm100 warm50 metric150
 """
 
 from __future__ import annotations
@@ -79,11 +78,20 @@ def fit(data: Path, out: Path, extra: list[str], seed: int) -> dict:
     }
 
 
-def warmup_steps(data: Path, base: Path, seed: int) -> dict:
-    """Leapfrog steps of warm-up, cold and warm, counted with NumPyro's ``collect_warmup``."""
+def variants(data: Path, base: Path, seed: int, names: list[str]) -> dict:
+    """Warm-up choices compared in this process: leapfrog steps, ESS and R-hat of each.
+
+    ``cold``: the pilot's metric and the full 400-iteration warm-up adapting the metric
+    (what a fit without a warm start runs); ``warmN``: the stored metric kept and ``N``
+    iterations tuning the step size only; ``metricN``: the stored metric as the start of
+    ``N`` iterations of NumPyro's windowed adaptation (the step size and the metric). Each
+    then draws 1,000 per chain (4 chains). Steps are counted with NumPyro's
+    ``collect_warmup``; they do not depend on the machine's load.
+    """
     import numpyro
 
     numpyro.set_host_device_count(4)
+    import arviz as az
     import jax
     import numpy as np
 
@@ -106,28 +114,51 @@ def warmup_steps(data: Path, base: Path, seed: int) -> dict:
     warm = prepare(base, dataset, inputs, config, settings)
     large = worth_it(inputs)
     inputs = laid_out(padded(inputs), config)
-    out = {}
     metric = init = None
     if large:  # as run_nuts starts a cold fit
-        dense = global_sites(config, inputs)
-        metric, init = pilot(inputs, config, dense, seed, settings.chains)
-    variants = {
-        "cold": (settings, metric, init, {}),
-        "warm": (
-            settings.__class__(seed=seed, warmup=warm.warmup),
-            warm.metric,
-            _chain_starts(warm.init, settings.chains),
-            {"adapt_metric": warm.adapt_metric, "step_size": warm.step_size},
-        ),
-    }
-    for name, (s, m, start, kw) in variants.items():
+        metric, init = pilot(inputs, config, global_sites(config, inputs), seed, settings.chains)
+    start = _chain_starts(warm.init, settings.chains)
+    out = {}
+    for name in names:
+        if name == "cold":
+            s, m, z, kw = settings, metric, init, {}
+        else:
+            n = int(name.removeprefix("warm").removeprefix("metric"))
+            adapt = name.startswith("metric")
+            s = SamplerSettings(seed=seed, warmup=n)
+            m, z = warm.metric, start
+            kw = {"adapt_metric": adapt, "step_size": warm.step_size}
         mcmc = make_mcmc(inputs, config, s, m, **kw)
+        key = jax.random.PRNGKey(seed)
+        began = time.perf_counter()
         mcmc.warmup(
-            jax.random.PRNGKey(seed), inputs, config, init_params=start,
-            collect_warmup=True, extra_fields=("num_steps",),
-        )  # fmt: skip
-        out[name] = int(np.sum(np.asarray(mcmc.get_extra_fields()["num_steps"])))
+            key, inputs, config, init_params=z, collect_warmup=True, extra_fields=("num_steps",)
+        )
+        up = int(np.sum(np.asarray(mcmc.get_extra_fields()["num_steps"])))
+        mcmc.run(mcmc.post_warmup_state.rng_key, inputs, config, extra_fields=("num_steps",))
+        kept = int(np.sum(np.asarray(mcmc.get_extra_fields()["num_steps"])))
+        samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+        seconds = time.perf_counter() - began
+        post = az.from_dict(posterior=samples)
+        ess_b = _extreme(az.ess(post, method="bulk"), np.nanmin)
+        ess_t = _extreme(az.ess(post, method="tail"), np.nanmin)
+        rhat = _extreme(az.rhat(post), np.nanmax)
+        out[name] = {
+            "warmup_steps": up,
+            "kept_steps": kept,
+            "min_ess_bulk": ess_b,
+            "min_ess_tail": ess_t,
+            "max_rhat": rhat,
+            "seconds": seconds,
+            "ess_per_1k_steps": 1000 * min(ess_b, ess_t) / (up + kept),
+        }
+        print(f"  {name}: {out[name]}", flush=True)
     return out
+
+
+def _extreme(result, reduce) -> float:
+    """The smallest (or largest) value over every variable of an ArviZ diagnostic."""
+    return float(reduce([reduce(v.values) for v in result.data_vars.values()]))
 
 
 def main(argv=None) -> None:
@@ -136,7 +167,13 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compile-cache", action="store_true")
-    parser.add_argument("--steps", action="store_true", help="Count warm-up leapfrog steps.")
+    parser.add_argument(
+        "--variants",
+        nargs="*",
+        default=None,
+        help="Compare warm-up choices in this process (e.g. cold warm100 warm50 metric150).",
+    )
+    parser.add_argument("--no-processes", action="store_true", help="Only --variants.")
     args = parser.parse_args(argv)
     extra = ["--no-compile-cache"] if args.no_compile_cache else []
     work = Path(tempfile.mkdtemp(prefix="warm-start-"))
@@ -145,7 +182,7 @@ def main(argv=None) -> None:
         base = fit(less, work / "base", extra, args.seed)
         print(f"base run without {args.held}: {base['wall']:.1f} s, converged {base['converged']}")
         runs = {"cold": [], "warm": []}
-        for r in range(args.repeats):
+        for r in range(0 if args.no_processes else args.repeats):
             for kind in ("cold", "warm"):
                 more = ["--warm-start", str(work / "base")] if kind == "warm" else []
                 row = fit(DATA, work / f"{kind}{r}", extra + more, args.seed)
@@ -162,19 +199,13 @@ def main(argv=None) -> None:
                 for line in row["said"]:
                     print(f"  {line}")
         print("\nmedians (warm / cold):")
-        for key in ("wall", "compile", "sampling", "steps"):
+        for key in ("wall", "compile", "sampling", "steps") if runs["cold"] else ():
             cold = statistics.median(x[key] for x in runs["cold"])
             warm = statistics.median(x[key] for x in runs["warm"])
             print(f"  {key:9s} cold {cold:10.1f}  warm {warm:10.1f}  ratio {warm / cold:.2f}")
-        if args.steps:
-            steps = warmup_steps(DATA, work / "base", args.seed)
-            print(
-                f"warm-up leapfrog steps (4 chains together): cold {steps['cold']:,}, warm "
-                f"{steps['warm']:,}, ratio {steps['warm'] / steps['cold']:.2f}"
-            )
-            for kind in ("cold", "warm"):
-                total = steps[kind] + statistics.median(x["steps"] for x in runs[kind])
-                print(f"  {kind}: warm-up + kept draws {total:,.0f} steps")
+        if args.variants:
+            print("\nwarm-up choices, in this process (steps do not depend on load):")
+            variants(DATA, work / "base", args.seed, args.variants)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
