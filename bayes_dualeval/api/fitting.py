@@ -175,7 +175,7 @@ def fit(
         A NUTS run folder of the same specification (the data may add models or items):
         start from its adapted metric, step size and posterior means with a short warm-up;
         if the draws then fail the convergence check, the fit runs again with the full
-        warm-up (``Run.diagnostics``'s ``warm_start`` says which;
+        warm-up (``Run.diagnostics.raw["warm_start"]`` says which;
         :mod:`bayes_dualeval.runs.warm_start`).
     **options
         Model and sampler settings by field name (``draws=500``, ``irt="3pl"``,

@@ -82,7 +82,8 @@ def save(folder: str | Path, result) -> Path | None:
         arrays[f"var/{name}"] = np.asarray(adapted["var"][name], np.float64)
         arrays[f"dims/{name}"] = np.asarray(dims, dtype=str)
         dims_used.update(dims)
-    for dim in sorted(dims_used | {"model", "item"}):
+    dims_used |= {CONTRAST_OF[d] for d in dims_used if d in CONTRAST_OF} | {"model", "item"}
+    for dim in sorted(dims_used):
         if dim in posterior.coords:
             arrays[f"coord/{dim}"] = np.asarray(posterior.coords[dim].values).astype(str)
     path = Path(folder) / ADAPTATION_FILE
@@ -156,7 +157,7 @@ def _axes(name, dims_old, dims_new, shape_old, shape_new, labels_old, labels_new
         base = CONTRAST_OF.get(dim)
         if base is not None and base in labels_old and base in labels_new:
             axes.append(Axis("contrast", labels_old[base], labels_new[base]))
-        elif dim in labels_old and dim in labels_new:
+        elif base is None and dim in labels_old and dim in labels_new:
             axes.append(Axis("labels", labels_old[dim], labels_new[dim], keep.get(dim)))
         else:
             axes.append(Axis("fixed", shape_old[k], shape_new[k]))
