@@ -98,6 +98,24 @@ def test_contrast_axis_maps_abilities_by_label():
     np.testing.assert_allclose(lin @ u, mean, atol=1e-6)
 
 
+def test_a_site_of_two_axes_maps_each_by_its_labels():
+    """A (contrast of models) x (domains) site: a model and a domain added, one dropped."""
+    rng = np.random.default_rng(0)
+    models, domains = ["m1", "m2", "m3"], ["math", "code"]
+    u = rng.normal(size=(2, 2))
+    axes = [
+        Axis("contrast", models, ["m0", "m1", "m3", "m2"]),
+        Axis("labels", domains, ["code", "law", "math"], None),
+    ]
+    mean, var, added = map_site(u, np.full((2, 2), 0.5), axes)
+    old = helmert_basis(3).astype(np.float64) @ u  # models x domains
+    new = helmert_basis(4).astype(np.float64) @ mean
+    np.testing.assert_allclose(new[[1, 3, 2]][:, [2, 0]], old, atol=1e-6)
+    np.testing.assert_allclose(new[0][[0, 2]], 0.0, atol=1e-6)
+    assert added[:, 1].all() and not added[:, [0, 2]].any()  # the new domain: new entries
+    assert var.shape == (3, 3) and (var > 0).all()
+
+
 def test_label_axis_maps_by_label_and_fills_new_entries():
     axes = [Axis("labels", ["p", "q", "r"], ["r", "s", "p"], None)]
     mean, var, added = map_site(np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.2, 0.6]), axes)

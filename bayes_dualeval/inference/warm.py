@@ -81,8 +81,16 @@ class WarmStart(NamedTuple):
     record: dict = {}
 
 
-def latent_transforms(inputs: ModelInputs, config: ModelConfig) -> dict:
-    """Each latent site's bijection from unconstrained coordinates (an abstract trace)."""
+def latent_transforms(inputs: ModelInputs, config: ModelConfig, names=None) -> dict:
+    """Each latent site's bijection from unconstrained coordinates (an abstract trace).
+
+    The supports do not depend on the data's values: given ``names`` (the latent sites),
+    the answer is kept per specification, so that the fits of a simulation study trace the
+    model once.
+    """
+    key = (config, tuple(sorted(names))) if names is not None else None
+    if key is not None and key in _TRANSFORMS:
+        return _TRANSFORMS[key]
     supports = {}
 
     def probe():
@@ -93,7 +101,14 @@ def latent_transforms(inputs: ModelInputs, config: ModelConfig) -> dict:
         return 0
 
     jax.eval_shape(probe)
-    return {name: biject_to(support) for name, support in supports.items()}
+    found = {name: biject_to(support) for name, support in supports.items()}
+    if key is not None:
+        _TRANSFORMS[key] = found
+    return found
+
+
+#: :func:`latent_transforms` by specification and latent sites.
+_TRANSFORMS: dict = {}
 
 
 def adaptation(state, samples: dict, inputs: ModelInputs, config: ModelConfig, chains: int):
@@ -130,7 +145,7 @@ def adaptation(state, samples: dict, inputs: ModelInputs, config: ModelConfig, c
             offset += size
         if block.ndim == 2:
             dense_sites, dense = tuple(names), block
-    transforms = latent_transforms(inputs, config)
+    transforms = latent_transforms(inputs, config, shapes)
     mean = {
         name: np.asarray(transforms[name].inv(np.mean(samples[name], axis=(0, 1))), np.float64)
         for name in shapes
