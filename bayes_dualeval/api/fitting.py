@@ -140,6 +140,7 @@ def fit(
     holdout_seed: int = 0,
     item_features: str | Path | pd.DataFrame | None = None,
     timings: dict | None = None,
+    warm_start: str | Path | None = None,
     **options,
 ) -> Run:
     """Fit the Bayesian DualEval model to ``data``: the Python ``bayes-dualeval fit``.
@@ -170,6 +171,12 @@ def fit(
     timings : dict, optional
         Seconds already spent by stage (the command line's reading of the data), recorded
         with the fit's own in ``diagnostics.json``.
+    warm_start : str or Path, optional
+        A NUTS run folder of the same specification (the data may add models or items):
+        start from its adapted metric, step size and posterior means with a short warm-up;
+        if the draws then fail the convergence check, the fit runs again with the full
+        warm-up (``Run.diagnostics.raw["warm_start"]`` says which;
+        :mod:`bayes_dualeval.runs.warm_start`).
     **options
         Model and sampler settings by field name (``draws=500``, ``irt="3pl"``,
         ``chains=2``); see :func:`settings`. A misspelt name is an error.
@@ -218,6 +225,7 @@ def fit(
     result = run_fit(
         dataset, config, sampler_settings, timings=timings, holdout=holdout,
         holdout_seed=holdout_seed, features=features, features_name=name,
+        warm_start=warm_start,
     )  # fmt: skip
     run = Run(result)
     run.warn_if_not_converged(stacklevel=2)

@@ -130,6 +130,16 @@ def _run_option(*decls, **kwargs):
     default=None,
     help="With --coordinator: this process (0 to --processes minus 1).",
 )
+@_run_option(
+    "--warm-start",
+    "warm_start",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    metavar="RUN",
+    help="Start NUTS from RUN's adapted metric, step size and posterior means (a run of the "
+    "same specification; the data may add models or items) with a short warm-up; falls back "
+    "to the full warm-up if the draws fail the convergence check.",
+)
 @fit_anomalies_option
 @_run_option(
     "--chance",
@@ -144,7 +154,7 @@ def _run_option(*decls, **kwargs):
 def fit(
     data, model_name, ci, out, device, no_compile_cache, holdout, holdout_seed, item_features,
     coordinator, processes, process_id, anomalies, chance, no_report, quiet, reward_norm,
-    skip_invalid, style, families, **fields,
+    skip_invalid, style, families, warm_start, **fields,
 ):  # fmt: skip
     """Fit the Bayesian DualEval model to DATA and write a run folder.
 
@@ -214,7 +224,7 @@ def fit(
         run = api.fit(
             ds, sampler, model_name, device=device, compile_cache=not no_compile_cache,
             holdout=holdout, holdout_seed=holdout_seed, item_features=item_features,
-            timings=timings, **options,
+            timings=timings, warm_start=warm_start, **options,
         )  # fmt: skip
     result = run.result
     if not writer:  # the fit needed every process; its output is process 0's to write
@@ -329,6 +339,10 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
     held = result.diagnostics.get("holdout")
     if held:
         click.echo(holdout_line(held))
+    if result.diagnostics.get("warm_start"):
+        from bayes_dualeval.runs.warm_start import describe
+
+        click.echo(describe(result.diagnostics["warm_start"]))
     click.echo(f"wrote {run_dir}")
     stored = result.diagnostics.get("posterior_file")
     if stored:

@@ -31,12 +31,16 @@ class Draws:
         Seconds: ``compile`` and ``sampling`` (plus ``total``).
     info : dict
         Sampler-specific facts (SVI: losses, steps, converged; MAP: iterations, status).
+    adaptation : dict or None
+        NUTS: what the chains adapted, for a later warm start
+        (:func:`bayes_dualeval.inference.warm.adaptation`).
     """
 
     samples: dict
     stats: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    adaptation: dict | None = None
 
 
 class _CompileClock:

@@ -36,6 +36,7 @@ from bayes_dualeval.inference.layout import laid_out, layouts_read
 from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
+from bayes_dualeval.inference.warm import WarmStart, adaptation
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
@@ -123,7 +124,12 @@ def make_mcmc(
 
 
 def run_nuts(
-    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, *, until=None
+    inputs: ModelInputs,
+    config: ModelConfig,
+    settings: SamplerSettings,
+    *,
+    until=None,
+    warm: WarmStart | None = None,
 ) -> Draws:
     """Sample the posterior with NUTS, drawing more while the draws are not good enough.
 
@@ -155,8 +161,10 @@ def run_nuts(
         counts the rounds run, ``info["target_accept"]`` and ``info["max_tree_depth"]``
         are those of the final round (``until`` sees the depth of the draws it judges),
         ``info["start_metric"]`` says where warm-up's metric started ("curvature" or
-        "identity"), ``info["static_layout"]`` how the static labels were read
-        ("matrix", "cells" or "none"; :mod:`~bayes_dualeval.inference.layout`).
+        "identity"; "warm" for a warm start), ``info["static_layout"]`` how the static
+        labels were read ("matrix", "cells" or "none"; :mod:`~bayes_dualeval.inference.layout`).
+        ``draws.adaptation`` holds what the chains adapted, for a later warm start
+        (:func:`~bayes_dualeval.inference.warm.adaptation`).
 
         Once a round has finished, Ctrl-C keeps what was drawn. A first Ctrl-C during an
         extra round lets that round finish and stops there; a second one (or a
@@ -164,6 +172,10 @@ def run_nuts(
         rounds before it. The draws kept are returned with ``info["interrupted_round"]``,
         the round during which the interrupt came; they did not pass ``until``, or were
         not judged. An interrupt during the first round is raised as usual.
+    warm : WarmStart, optional
+        Start from a previous fit's metric, step size and posterior means, with the short
+        warm-up it says (:mod:`bayes_dualeval.inference.warm`), instead of the curvature
+        or the identity and the full warm-up.
 
     Returns
     -------
@@ -177,17 +189,29 @@ def run_nuts(
     inputs = laid_out(inputs, config)  # matrices where most of them are observed
     with timed(timings):
         metric = init = None
-        if large:
+        warmup = settings.warmup
+        if warm is not None:
+            metric, init, warmup = (
+                warm.metric,
+                _chain_starts(warm.init, settings.chains),
+                warm.warmup,
+            )
+            mcmc = make_mcmc(
+                inputs, config, replace(current, warmup=warmup), metric,
+                adapt_metric=warm.adapt_metric, step_size=warm.step_size,
+            )  # fmt: skip
+        elif large:
             # warm-up's starting metric, and the chains' starts with their potential and
             # gradient: the chains' program then needs no search for valid starts
             dense = global_sites(config, inputs)
             metric, init = pilot(inputs, config, dense, settings.seed, settings.chains)
-        mcmc = _first_driver(inputs, config, current, metric)
+        if warm is None:
+            mcmc = _first_driver(inputs, config, current, metric)
         key, draws = jax.random.PRNGKey(settings.seed), None
         chunks, progress = 1, {}  # runs of the driver per round; what a round has drawn
         logger.info(
             "round 1: %d chain(s), %d warm-up iterations and %d draws each",
-            settings.chains, settings.warmup, settings.draws,
+            settings.chains, warmup, settings.draws,
         )  # fmt: skip
         started = time.perf_counter()
         while True:
@@ -258,12 +282,23 @@ def run_nuts(
             mcmc = _continued(mcmc, more // chunks)
             key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
+    start = "warm" if warm is not None else "curvature"
     draws.info.update(
-        rounds=rounds,
-        start_metric="identity" if metric is None else "curvature",
-        **layouts_read(inputs),
+        rounds=rounds, start_metric="identity" if metric is None else start, **layouts_read(inputs)
     )
+    if "interrupted_round" not in draws.info:
+        draws.adaptation = adaptation(
+            mcmc.last_state, draws.samples, inputs, config, settings.chains
+        )
     return draws
+
+
+def _chain_starts(point: dict, chains: int) -> dict:
+    """One starting point for every chain: a leading chain axis when there are several."""
+    point = {k: np.asarray(v, np.float32) for k, v in point.items()}
+    if chains == 1:
+        return point
+    return {k: np.broadcast_to(v, (chains, *v.shape)).copy() for k, v in point.items()}
 
 
 def _first_driver(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, metric):

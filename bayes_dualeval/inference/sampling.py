@@ -51,7 +51,7 @@ def check_supported(config: ModelConfig, settings: SamplerSettings) -> None:
 
 
 def sample(
-    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, *, until=None
+    inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings, *, until=None, warm=None
 ) -> Draws:
     """Run the sampler named in ``settings`` on the model.
 
@@ -62,6 +62,8 @@ def sample(
     settings : SamplerSettings
     until : callable, optional
         NUTS only: the check that decides whether to draw more (see :func:`run_nuts`).
+    warm : WarmStart, optional
+        NUTS only: start from a previous fit's adaptation (see :func:`run_nuts`).
 
     Returns
     -------
@@ -79,4 +81,4 @@ def sample(
         return run_map(inputs, config, settings)
     if settings.sampler == "svi":
         return run_svi(inputs, config, settings)
-    return run_nuts(inputs, config, settings, until=until)
+    return run_nuts(inputs, config, settings, until=until, warm=warm)

@@ -98,6 +98,18 @@ def _dif_coords(dataset: Dataset, config: ModelConfig, samples: dict) -> dict:
     return {"dif_group": names, "dif_contrast": np.arange(len(names) - 1)}
 
 
+def coords_of(dataset: Dataset, names, inputs: ModelInputs | None = None, features=None) -> dict:
+    """The labels of every dimension of the sites ``names``, as the posterior will hold them.
+
+    What :func:`to_inference_data` labels the draws with, known before sampling (the
+    warm start of a fit maps a previous run's sites onto them by label).
+    """
+    coords = _coords(dataset, dict.fromkeys(names))
+    if inputs is not None:
+        coords.update(feature_data(inputs, features)[2])
+    return coords
+
+
 def with_derived(samples: dict) -> dict:
     """The sampled sites as the posterior holds them, plus the quantities it adds.
 

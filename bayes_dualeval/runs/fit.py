@@ -78,6 +78,8 @@ class FitResult:
         With ``fit(..., holdout=F)``: the held-out cells and their predictions
         (:func:`~bayes_dualeval.checks.holdout.holdout_scores`; ``holdout.csv``), their
         scores in ``diagnostics["holdout"]``.
+    adaptation : dict or None
+        NUTS: what the chains adapted (``adaptation.npz``, :mod:`bayes_dualeval.runs.warm_start`).
     """
 
     dataset: Dataset
@@ -91,6 +93,7 @@ class FitResult:
     ppc: PPC | None = None
     tables: dict = field(default_factory=dict)
     holdout: pd.DataFrame | None = None
+    adaptation: dict | None = None
 
     @property
     def converged(self) -> bool | None:
@@ -139,6 +142,7 @@ def fit(
     holdout_seed: int = 0,
     features: pd.DataFrame | None = None,
     features_name: str = "features",
+    warm_start: str | Path | None = None,
 ) -> FitResult:
     """Fit the model to a dataset.
 
@@ -162,6 +166,12 @@ def fit(
         and the items known only by their features added to the fit.
     features_name : str
         What the features are called in messages and ``diagnostics.json`` (their file).
+    warm_start : str or Path, optional
+        A NUTS run folder of the same specification: start from its adapted metric, step
+        size and posterior means with a short warm-up, mapped by label onto these data
+        (which may add models or items; :mod:`bayes_dualeval.runs.warm_start`). If the
+        draws then fail the convergence check, the fit is run again with the full warm-up;
+        ``diagnostics["warm_start"]`` says which happened.
 
     Returns
     -------
@@ -179,6 +189,9 @@ def fit(
 
     config = config or load_spec("dualeval-2pl")
     settings = settings or SamplerSettings()
+    asked = dict(dataset=dataset, config=config, settings=settings, timings=timings,
+                 holdout=holdout, holdout_seed=holdout_seed, features=features,
+                 features_name=features_name)  # fmt: skip
     check_supported(config, settings)
     # a process that fits many models in turn would otherwise run out of memory maps
     release_if_crowded()
@@ -207,6 +220,11 @@ def fit(
     centred = settings.centring if settings.sampler == "nuts" else "none"
     inputs, pairs = build_inputs(dataset, config, centred=centred, features=design)
     timings["distill"] = round(time.perf_counter() - start, 3)
+    warm = None
+    if warm_start is not None:  # before the arena weight's pilot: a bad run fails at once
+        from bayes_dualeval.runs.warm_start import prepare
+
+        warm = prepare(warm_start, dataset, inputs, config, settings, design)
     config, arena_weight = _arena_weight(inputs, config, settings, timings)
 
     def until(draws):
@@ -215,7 +233,7 @@ def fit(
         depth = draws.info.get("max_tree_depth", settings.max_tree_depth)
         return draws_verdict(draws.samples, draws.stats, depth)
 
-    draws = sample(inputs, config, settings, until=until)
+    draws = sample(inputs, config, settings, until=until, warm=warm)
     timings.update(draws.timings)
     # imported here, not at the top: arviz takes seconds to import, and the command line
     # imports it in the background while the sampler runs
@@ -261,6 +279,13 @@ def fit(
 
         diagnostics["dimensions"] = dimension_support(idata)
     result = FitResult(dataset, pairs, config, settings, idata, diagnostics, parameters)
+    result.adaptation = draws.adaptation
+    if warm is not None:
+        from bayes_dualeval.runs.warm_start import fallback
+
+        diagnostics["warm_start"] = dict(warm.record, used=True)
+        if not conv.converged:  # the full warm-up instead, said in its diagnostics
+            return fallback(fit(**asked), diagnostics, conv)
     if held is not None:
         from bayes_dualeval.checks.holdout import holdout_scores
 
@@ -356,6 +381,10 @@ def write_run(result: FitResult, out: str | Path, extra=None) -> Path:
         if thinned:
             result.diagnostics["posterior_file"] = thinned
         write_netcdf(stored, staging / POSTERIOR_FILE)
+        if result.adaptation is not None:
+            from bayes_dualeval.runs.warm_start import save
+
+            save(staging, result)
         if extra is not None:
             extra(staging, result)
         result.diagnostics["timings"]["write"] = round(time.perf_counter() - start, 3)
