@@ -85,7 +85,7 @@ def test_families_from_rows_or_a_file(tmp_data):
         load(tmp_data.jsonl("c/arena/x.jsonl", clash))
     bad = tmp_data.csv("bad.csv", [{"model": "a", "fam": "x"}])
     r = CliRunner().invoke(cli, ["check", str(tmp_data.path("a")), "--families", str(bad)])
-    assert r.exit_code == 1 and "needs the columns model_label and family" in r.output
+    assert r.exit_code == 1 and "the families file needs a column model_label" in r.output
 
 
 def test_style_covariates_are_read_checked_and_averaged(tmp_data):

@@ -286,7 +286,7 @@ def test_posterior_file_keeps_whole_thinned_draws_beyond_its_bound(tmp_path, mon
     assert stored.stored_posterior(idata)[1]["kept_per_chain"] == 50
 
     monkeypatch.setattr(stored, "MIN_STORED_DRAWS", 10)
-    result = SimpleNamespace(idata=idata, diagnostics={"timings": {}})
+    result = SimpleNamespace(idata=idata, diagnostics={"timings": {}}, adaptation=None)
     out = run.write_run(result, tmp_path / "run")
     back = az.from_netcdf(out / "posterior.nc")
     assert back.posterior.sizes["draw"] == 15
