@@ -69,19 +69,10 @@ def align(facets: ArenaFacets, style_names, table: pd.DataFrame, models) -> Resp
     n = len(table)
     judge = np.zeros(n, np.int64)
     if facets.n_judges > 1:
-        names = table["judge"].astype(object) if "judge" in table else pd.Series([None] * n)
-        known = pd.Index(facets.judges)
-        judge = known.get_indexer(names.astype(str).where(names.notna(), ""))
-        bad = np.flatnonzero(judge < 0)
-        if len(bad):
-            row = table.iloc[bad[0]]
-            said = names.iloc[bad[0]]
-            what = "no judge" if said is None or pd.isna(said) else f"judge {said!r}"
-            raise InputError(
-                f"{_where(row)}: {what}, and the bank's arena was scored by "
-                f"{', '.join(map(repr, facets.judges))}: a new judge's discrimination and "
-                "biases are not in the bank (fit it together with the bank)"
-            )
+        judge = _judges_of(
+            table, facets.judges, "", "the bank's arena was scored by",
+            "a new judge's discrimination and biases are not in the bank",
+        )  # fmt: skip
     style = np.zeros((n, len(style_names)))
     for c, name in enumerate(style_names):
         column = STYLE_PREFIX + name
@@ -119,21 +110,27 @@ def static_graders(names, table: pd.DataFrame) -> np.ndarray:
     InputError
         When the bank has several graders and a row names none, or one the bank lacks.
     """
-    n = len(table)
     if len(names) < 2:
-        return np.zeros(n, np.int64)
-    said = table["judge"].astype(object) if "judge" in table else pd.Series([None] * n)
-    grader = pd.Index(names).get_indexer(said.astype(str).where(said.notna(), ""))
-    bad = np.flatnonzero(grader < 0)
+        return np.zeros(len(table), np.int64)
+    return _judges_of(
+        table, names, " on a static label", "the bank's labels were graded by",
+        "a new grader's severity is not in the bank",
+    )  # fmt: skip
+
+
+def _judges_of(table: pd.DataFrame, names, on: str, bank_has: str, missing: str) -> np.ndarray:
+    """Each row's ``judge`` as an index into the bank's ``names``; one line when one is not."""
+    said = table["judge"].astype(object) if "judge" in table else pd.Series([None] * len(table))
+    index = pd.Index(names).get_indexer(said.astype(str).where(said.notna(), ""))
+    bad = np.flatnonzero(index < 0)
     if len(bad):
         label = said.iloc[bad[0]]
         what = "no judge" if label is None or pd.isna(label) else f"judge {label!r}"
         raise InputError(
-            f"{_where(table.iloc[bad[0]])}: {what} on a static label, and the bank's labels "
-            f"were graded by {', '.join(map(repr, names))}: a new grader's severity is not "
-            "in the bank (fit it together with the bank)"
+            f"{_where(table.iloc[bad[0]])}: {what}{on}, and {bank_has} "
+            f"{', '.join(map(repr, names))}: {missing} (fit it together with the bank)"
         )
-    return grader.astype(np.int64)
+    return index.astype(np.int64)
 
 
 def _where(row) -> str:
