@@ -7,7 +7,7 @@ families, one per judge) and fits it with default NUTS through
 :func:`bayes_dualeval.runs.fit.fit`, as the command line does (``--style length`` and the
 rows' families). Cases (``--cases``):
 
-* ``facets``: 6 judges, no self-preference, no style; Spearman of the judges' fitted
+* ``facets``: 6 judges (``--judges``), no self-preference, no style; Spearman of the judges' fitted
   severity and discrimination with the truth (the simulator's severity ``s_k`` and slope
   ``g_k``), and how many of the 6 x 6 (judge, family) bias intervals exclude 0 (the null:
   at most 1 in 10 should);
@@ -50,22 +50,30 @@ def fit_case(case: str, seed: int, args) -> dict:
     from bayes_dualeval.posterior.summaries import leaderboard
     from bayes_dualeval.runs.fit import fit
 
-    judges = {"facets": 6, "self": 4, "style": 3}[case]
+    judges = {"facets": args.judges, "self": 4, "style": 3}[case]
     static, arena, truth = simulate(
         12, args.questions, args.prompts, judges=judges,
         self_preference=args.self if case == "self" else 0.0,
         style_effect=args.style if case == "style" else 0.0, seed=1000 + seed,
     )  # fmt: skip
     static["source"], arena["source"] = "bench", "arena"
-    out = {"case": case, "seed": seed}
+    out = {
+        "case": case, "seed": seed, "likelihood": args.likelihood,
+        "bb_ratio": args.bb_ratio, "tie_ratio": args.tie_ratio,
+    }  # fmt: skip
     styles = [("length",), ()] if case == "style" else [()]
+    if case == "style" and args.adjusted_only:
+        styles = [("length",)]
     for style in styles:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ds = Dataset.from_frames(static=static, arena=arena, style=style)
         start = time.perf_counter()
         settings = SamplerSettings(sampler="nuts", chains=4, seed=seed)
-        result = fit(ds, ModelConfig(), settings)
+        config = ModelConfig(
+            arena_likelihood=args.likelihood, bb_ratio=args.bb_ratio, tie_ratio=args.tie_ratio
+        )
+        result = fit(ds, config, settings)
         board = leaderboard(result.idata, ds, ci=0.9)
         true = board["model"].map(truth["theta"])
         tag = "style_" if style else ("unadjusted_" if case == "style" else "")
@@ -95,11 +103,28 @@ def fit_case(case: str, seed: int, args) -> dict:
             lo = judges_t.loc[names, "severity_lo"].to_numpy()
             hi = judges_t.loc[names, "severity_hi"].to_numpy()
             out["severity_covered"] = int(((lo <= want) & (want <= hi)).sum())
+            out["severity_detail"] = {
+                "truth": np.round(want, 3).tolist(),
+                "mean": np.round(judges_t.loc[names, "severity_mean"].to_numpy(), 3).tolist(),
+                "lo": np.round(lo, 3).tolist(),
+                "hi": np.round(hi, 3).tolist(),
+                "true_slope": [round(truth["judges"][j]["slope"], 3) for j in names],
+            }
             out["severity_judges"] = len(names)
         if "judge_bias" in tables:
             bias = tables["judge_bias"]
             excludes = (bias["bias_lo"] > 0) | (bias["bias_hi"] < 0)
             out["bias_cells"], out["bias_excluding_0"] = len(bias), int(excludes.sum())
+            out["bias_detail"] = [
+                [
+                    r.judge,
+                    r.family,
+                    round(r.bias_mean, 3),
+                    round(r.bias_lo, 3),
+                    round(r.bias_hi, 3),
+                ]
+                for r in bias.itertuples()
+            ]
             if case == "self":
                 # every judge prefers its own family (judge-x, family-x): each such cell's
                 # interval above 0, and the largest of its judge's row?
@@ -133,6 +158,15 @@ def main(argv=None) -> int:
     parser.add_argument("--style", type=float, default=0.8)
     parser.add_argument("--questions", type=int, default=150, help="static questions")
     parser.add_argument("--prompts", type=int, default=60, help="arena prompts")
+    parser.add_argument("--judges", type=int, default=6, help="judges of the facets case")
+    parser.add_argument(
+        "--adjusted-only", action="store_true", help="style case: skip the unadjusted fit"
+    )
+    parser.add_argument("--bb-ratio", type=float, default=0.15, help="both-bad pairs' quantile")
+    parser.add_argument("--tie-ratio", type=float, default=0.10, help="ties' quantile")
+    parser.add_argument(
+        "--likelihood", default="pairs", help="the arena likelihood (pairs, pairs-full, reward)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import numpyro
