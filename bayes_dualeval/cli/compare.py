@@ -30,7 +30,7 @@ def format_table(table) -> str:
     if len(table) > 1:
         lines.append(
             f"preferred: {choice} (the fewest effective parameters, p_loo, among the runs "
-            f"whose elpd_diff is at most {CLEAR_DIFF:g} or {CLEAR_DSE:g} dse_crossed)"
+            f"whose elpd_diff is at most {CLEAR_DIFF:g} or {CLEAR_DSE:g} dse)"
         )
         if "dse_note" in table.attrs:
             lines.append(f"note: {table.attrs['dse_note']}")
@@ -63,8 +63,7 @@ def compare(runs, out):
     dse are the difference to rank 1 and its standard error (units independent), and
     dse_crossed its standard error summed by model and by item (never below dse); n_bad_k
     counts units with Pareto k > 0.7; preferred marks the run to choose: the smallest
-    p_loo among those whose elpd_diff is within noise (at most 4, or at most 2
-    dse_crossed). Runs fitted to
+    p_loo among those whose elpd_diff is within noise (at most 4, or at most 2 dse). Runs fitted to
     different data, with a different arena likelihood, or without a pointwise log
     likelihood are refused.
 

@@ -41,15 +41,15 @@ COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "dse_crossed", "
            "preferred", "warning")  # fmt: skip
 #: A run is clearly worse than rank 1 when its ``elpd_diff`` exceeds both this ...
 CLEAR_DIFF = 4.0
-#: ... and this many standard errors of the difference (``dse_crossed``, which is never
-#: below ``dse``).
+#: ... and this many standard errors of the difference (``dse``: the choice is among
+#: specifications for these models and items; ``dse_crossed`` is reported beside it).
 CLEAR_DSE = 2.0
 #: What a reader of ``dse`` must know (``attrs["dse_note"]`` of the table; ``compare`` prints it).
 DSE_NOTE = (
     "dse treats the left-out units as independent, but they form a crossed models x items "
     "design (the units of one model share its ability, those of one item its parameters); "
     "dse_crossed sums the differences by model and by item (two-way clustered, never below "
-    "dse), and the preferred run is chosen with it"
+    "dse): a difference within 2 dse_crossed may not hold for other models and items"
 )
 #: Pareto k above which a left-out unit's PSIS estimate is unreliable (``n_bad_k``).
 BAD_K = 0.7
@@ -401,16 +401,14 @@ def preferred(table: pd.DataFrame) -> str:
     Parameters
     ----------
     table : pandas.DataFrame
-        Rows with ``run``, ``rank``, ``elpd_diff``, ``dse`` (or ``dse_crossed``, used
-        where present) and ``p_loo``.
+        Rows with ``run``, ``rank``, ``elpd_diff``, ``dse`` and ``p_loo``.
 
     Returns
     -------
     str
         The ``run`` of the preferred row.
     """
-    dse = table["dse_crossed"] if "dse_crossed" in table else table["dse"]
-    close = table[~clearly_worse(table["elpd_diff"], dse)]
+    close = table[~clearly_worse(table["elpd_diff"], table["dse"])]
     return str(close.sort_values(["p_loo", "rank"]).iloc[0]["run"])
 
 
