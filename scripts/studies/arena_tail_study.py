@@ -11,10 +11,16 @@ with ``p_value <= u`` over ``u``, down to 1e-4), and how many cells per data set
 is about 0.05 / (n ln n)). With valid tails the shares are at most about ``u`` and no data
 set has a flagged cell in more than 5% of the data sets.
 
+With ``--plant S``, DualEval's protocol is planted (2.0 reward sd added to a share ``S`` of
+the lowest-third cells, :func:`bayes_dualeval.validation.audit.plant_arena`) and the study
+reports, for the calibrated tail and for the plain normal tail of the same fit, how many
+planted and clean cells reach ``q_value < 0.05`` (the power the calibration costs).
+
 Usage::
 
     python scripts/studies/arena_tail_study.py --seeds 8 --noise gaussian
     python scripts/studies/arena_tail_study.py --seeds 8 --noise skewed
+    python scripts/studies/arena_tail_study.py --seeds 4 --plant 0.03
 """
 
 from __future__ import annotations
@@ -52,7 +58,10 @@ def main(argv=None) -> int:
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--prompts", type=int, default=300)
     parser.add_argument("--noise", choices=("gaussian", "skewed"), default="gaussian")
+    parser.add_argument("--plant", type=float, default=0.0, help="share of cells planted")
     args = parser.parse_args(argv)
+    if args.plant:
+        return planted(args)
 
     from bayes_dualeval.checks import anomalies
     from bayes_dualeval.data.dataset import Dataset
@@ -95,6 +104,41 @@ def main(argv=None) -> int:
         )
     print(f"  data sets with a cell at q < 0.05: {flagged_sets} of {args.seeds}; "
           f"smallest p {min(minima):.1e}")  # fmt: skip
+    return 0
+
+
+def planted(args) -> int:
+    """Planted cells flagged with the calibrated and with the normal tail, per seed."""
+    from bayes_dualeval.checks import anomalies, arena
+    from bayes_dualeval.data.dataset import Dataset
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+    from bayes_dualeval.runs.fit import fit
+    from bayes_dualeval.validation.audit import arena_key, plant_arena
+
+    config = load_spec("dualeval-2pl").replace(mode="arena")
+    calibrated = arena.calibrated_upper
+    print(f"noise {args.noise}; plant {args.plant}; {args.models} x {args.prompts}; MAP, pairs")
+    print("seed  planted  flagged (calibrated)  flagged (normal)  clean flagged (cal / normal)")
+    for seed in range(args.seeds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            clean = Dataset.from_frames(
+                arena=null_arena(args.models, args.prompts, args.noise, seed)
+            )
+            ds, mask = plant_arena(clean, share=args.plant, shift=2.0, seed=seed)
+            result = fit(ds, config, SamplerSettings(sampler="map", seed=seed, progress=False))
+            counts = []
+            for tail in (calibrated, lambda p, group, used: p):
+                arena.calibrated_upper = tail
+                cells = anomalies(result.idata, result.dataset)
+                cells = cells[cells["kind"] == "arena"].set_index(["model", "item"])
+                q = cells["q_value"].reindex(arena_key(result.dataset)).to_numpy(float)
+                counts.append((int((q[mask] < 0.05).sum()), int((q[~mask] < 0.05).sum())))
+            arena.calibrated_upper = calibrated
+        (cal, cal_clean), (nor, nor_clean) = counts
+        n = int(mask.sum())
+        print(f"{seed:>4}  {n:>7}  {cal:>20}  {nor:>16}  {cal_clean:>13} / {nor_clean}")
     return 0
 
 
