@@ -11,6 +11,11 @@ Arena rewards get the same audit per (model, arena source)
 (:class:`~bayes_dualeval.checks.arena_blocks.ArenaCells`): a model rewarded more on one
 source than its ability predicts.
 
+With abilities per item domain the block is predicted from the model's ability in the
+block's domain, informed by its other benchmarks there and, through the domain deviations'
+prior, by its other domains (:mod:`~bayes_dualeval.checks.domain_grid`): a model strong in
+a whole domain is not a leak.
+
 Leaving a block out without refitting: a block is often a third of a model's data, which
 moves its ability too far for importance sampling over the joint draws (Pareto k above 1
 in trials). The ability is one-dimensional, though, so for each posterior draw of the item
@@ -100,8 +105,13 @@ def benchmark_audit(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFram
         accuracy (arena: mean normalised reward) with ``expected_lo``, ``expected_hi``
         (the ``ci`` interval over draws of the left-out expectation), ``excess``
         (observed minus expected), ``p_value`` (one-sided: a larger accuracy or reward
-        than predicted) and ``q_value`` (Benjamini-Yekutieli over every row, static and
-        arena together). Empty without static cells or arena rewards.
+        than predicted), ``q_value`` (Benjamini-Yekutieli over every row, static and
+        arena together), ``domain`` (with domain abilities the block's items' domain, by
+        which blocks are split too; else empty) and ``design`` (which ability predicts
+        the block: :data:`~bayes_dualeval.checks.domain_grid.ONE_ABILITY`,
+        :data:`~bayes_dualeval.checks.domain_grid.DOMAIN` or
+        :data:`~bayes_dualeval.checks.domain_grid.DOMAIN_ONE_BENCHMARK`). Empty without
+        static cells or arena rewards.
     """
     model = DualEvalModel.from_idata(idata)
     use_static, use_arena = model.item_kinds(dataset)
