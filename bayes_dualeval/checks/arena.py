@@ -17,10 +17,7 @@ z-score of a low-reward cell). Unit: the cell's soft wins :math:`W_{iq}`, on the
 its decisive pairs. Null: in each draw :math:`d`, :math:`W^{rep} \sim
 N(E_d, \phi V_d)` with :math:`E_d = \sum s` and :math:`V_d = \sum s(1 - s)`;
 ``p_value`` :math:`= P(W^{rep} \ge W) = \operatorname{mean}_d
-\Phi((E_d - W) / \sqrt{\phi V_d})`, its far upper tail re-estimated from the cells
-of each source (:func:`~bayes_dualeval.checks.tails.calibrated_upper`: the soft wins are
-not normal, and the normal tail was far too thin at the levels Benjamini-Yekutieli needs
-where rewards are skewed), and ``p_lower`` :math:`= 1 -` the normal ``p_value``. The
+\Phi((E_d - W) / \sqrt{\phi V_d})` and ``p_lower`` :math:`= 1 -` ``p_value``. The
 cells of a prompt share its pairs (one cell's win is another's loss), so their p-values are
 negatively dependent: the cell table adjusts them by Benjamini-Yekutieli. A planted cell
 inflates :math:`\phi` (estimated from the same cells), which makes every arena p-value
@@ -38,7 +35,6 @@ from scipy import special
 from bayes_dualeval.checks.budget import PAIR_CHUNK_DRAWS, chunks, replicate_index
 from bayes_dualeval.checks.cells import EPS, Cells
 from bayes_dualeval.checks.fitted import Decisive, FittedRun
-from bayes_dualeval.checks.tails import calibrated_upper
 from bayes_dualeval.core.errors import InputError
 from bayes_dualeval.core.grouping import group_matrix
 
@@ -163,8 +159,7 @@ def arena_pass(fit: FittedRun, draws: np.ndarray, rng, dispersion: float | None)
         observed=w,
         expected=mean,
         residual=resid,
-        # the far upper tail from the cells of each source (checks/tails.py)
-        p_value=np.where(used, calibrated_upper(np.clip(upper, 0.0, 1.0), source, used), 1.0),
+        p_value=np.where(used, np.clip(upper, 0.0, 1.0), 1.0),
         p_lower=np.where(used, np.clip(1.0 - upper, 0.0, 1.0), 1.0),
         used=used,
     )

@@ -13,8 +13,7 @@ set has a flagged cell in more than 5% of the data sets.
 
 With ``--plant S``, DualEval's protocol is planted (2.0 reward sd added to a share ``S`` of
 the lowest-third cells, :func:`bayes_dualeval.validation.audit.plant_arena`) and the study
-reports, for the calibrated tail and for the plain normal tail of the same fit, how many
-planted and clean cells reach ``q_value < 0.05`` (the power the calibration costs).
+reports how many planted and clean cells reach ``q_value < 0.05``.
 
 Usage::
 
@@ -108,8 +107,8 @@ def main(argv=None) -> int:
 
 
 def planted(args) -> int:
-    """Planted cells flagged with the calibrated and with the normal tail, per seed."""
-    from bayes_dualeval.checks import anomalies, arena
+    """Planted and clean cells reaching ``q_value < 0.05``, per seed."""
+    from bayes_dualeval.checks import anomalies
     from bayes_dualeval.data.dataset import Dataset
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
@@ -117,28 +116,19 @@ def planted(args) -> int:
     from bayes_dualeval.validation.audit import arena_key, plant_arena
 
     config = load_spec("dualeval-2pl").replace(mode="arena")
-    calibrated = arena.calibrated_upper
     print(f"noise {args.noise}; plant {args.plant}; {args.models} x {args.prompts}; MAP, pairs")
-    print("seed  planted  flagged (calibrated)  flagged (normal)  clean flagged (cal / normal)")
+    print("seed  planted  planted flagged  clean flagged")
     for seed in range(args.seeds):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            clean = Dataset.from_frames(
-                arena=null_arena(args.models, args.prompts, args.noise, seed)
-            )
-            ds, mask = plant_arena(clean, share=args.plant, shift=2.0, seed=seed)
+            arena = null_arena(args.models, args.prompts, args.noise, seed)
+            ds, mask = plant_arena(Dataset.from_frames(arena=arena), share=args.plant, seed=seed)
             result = fit(ds, config, SamplerSettings(sampler="map", seed=seed, progress=False))
-            counts = []
-            for tail in (calibrated, lambda p, group, used: p):
-                arena.calibrated_upper = tail
-                cells = anomalies(result.idata, result.dataset)
-                cells = cells[cells["kind"] == "arena"].set_index(["model", "item"])
-                q = cells["q_value"].reindex(arena_key(result.dataset)).to_numpy(float)
-                counts.append((int((q[mask] < 0.05).sum()), int((q[~mask] < 0.05).sum())))
-            arena.calibrated_upper = calibrated
-        (cal, cal_clean), (nor, nor_clean) = counts
-        n = int(mask.sum())
-        print(f"{seed:>4}  {n:>7}  {cal:>20}  {nor:>16}  {cal_clean:>13} / {nor_clean}")
+            cells = anomalies(result.idata, result.dataset)
+        cells = cells[cells["kind"] == "arena"].set_index(["model", "item"])
+        q = cells["q_value"].reindex(arena_key(result.dataset)).to_numpy(float)
+        hit, false = int((q[mask] < 0.05).sum()), int((q[~mask] < 0.05).sum())
+        print(f"{seed:>4}  {int(mask.sum()):>7}  {hit:>15}  {false:>13}", flush=True)
     return 0
 
 
