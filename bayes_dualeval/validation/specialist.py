@@ -62,8 +62,6 @@ def specialist_data(
         specialist's domain, one in the second domain), ``truth`` (the simulator's, its
         ``items`` keyed by the dataset's item ids).
     """
-    per = [benchmarks] * (n_domains - 1) + [1]
-    n_items = items * sum(per)
     # the simulator splits items evenly across domains: give each domain its share
     n_static = items * benchmarks * n_domains
     rng = np.random.default_rng(seed)
@@ -100,7 +98,6 @@ def specialist_data(
         ]
         chosen = rng.choice(fail, int(round(leak_share * len(fail))), replace=False)
         static.loc[chosen, "correct"] = 1
-    assert len(static["dataset"].unique()) == sum(per) and static["sample_index"].max() < n_items
     dataset = Dataset.from_frames(static=static, source="bench")
     # the truth's item parameters under the dataset's item ids
     ids = item_ids.static_ids("bench", static["dataset"], static["sample_index"])
