@@ -199,8 +199,11 @@ def test_the_report_shows_domain_abilities_and_specialists(specialist_run):
     assert (out / "figures" / "domain_heatmap.png").stat().st_size > 10_000
     diagnostics = json.loads((out / "diagnostics.json").read_text())
     assert diagnostics["config"]["abilities"] == "domain"
-    # the benchmark audit reads one ability per model: not written for domain abilities
-    assert not (out / "contamination.csv").exists()
+    # the benchmark audit reads the block's domain ability; each simulated domain is one
+    # benchmark, so no row can tell a specialist from a leak, and every row says so
+    audit = pd.read_csv(out / "contamination.csv", keep_default_na=False)
+    assert set(audit["design"]) == {"left_out_domain_only"}
+    assert set(audit.loc[audit["kind"] == "static", "domain"]) == {"code", "math", "writing"}
 
 
 def test_a_domain_bank_is_refused_by_the_measuring_commands(specialist_run):

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from bayes_dualeval.checks.domain_grid import item_columns
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import links
 from bayes_dualeval.model.arena_term import reward_mean
@@ -72,10 +73,17 @@ class ArenaCells:
             self.n_q, 1.0
         )
         self.shrink = 1.0 - 1.0 / np.maximum(self.n_q[self.cell_item], 1.0)
+        columns, domain = item_columns(dataset, model)
         key = pd.MultiIndex.from_arrays(
-            [dataset.models[self.cell_model], dataset.item_source[self.cell_item]]
+            [
+                dataset.models[self.cell_model],
+                dataset.item_source[self.cell_item],
+                domain[self.cell_item],
+            ]
         )
         self.cell_block, blocks = pd.factorize(key)
+        self.block_column = np.zeros(len(blocks), np.int64)
+        self.block_column[self.cell_block] = columns[self.cell_item]
         self.cell_source, sources = pd.factorize(dataset.item_source[self.cell_item])
         self.labels = pd.DataFrame(
             {
@@ -83,14 +91,21 @@ class ArenaCells:
                 "kind": self.kind,
                 "source": blocks.get_level_values(1),
                 "dataset": "",
+                "domain": blocks.get_level_values(2),
             }
         )
         self.n = np.bincount(self.cell_block, minlength=len(blocks)).astype(np.float64)
         self.observed = np.bincount(self.cell_block, weights=self.z, minlength=len(blocks))
         self.draws = draws
         self._gamma = np.asarray(draws["gamma"], np.float64).reshape(len(draws["theta"]), -1)[:, 0]
-        # the other models' probabilities on each prompt, per draw
-        self._p = self._probability(np.arange(len(self.z)), draws["theta"][:, self.cell_model])
+        # the other models' probabilities on each prompt, per draw (each cell's ability:
+        # its domain's, with domain abilities)
+        if "theta_domain" in draws:
+            table = np.concatenate([draws["theta_domain"], draws["theta"][..., None]], axis=-1)
+            ability = table[:, self.cell_model, columns[self.cell_item]]
+        else:
+            ability = draws["theta"][:, self.cell_model]
+        self._p = self._probability(np.arange(len(self.z)), ability)
         self._sum_p = np.stack(
             [np.bincount(self.cell_item, weights=row, minlength=k) for row in self._p]
         )

@@ -11,6 +11,11 @@ Arena rewards get the same audit per (model, arena source)
 (:class:`~bayes_dualeval.checks.arena_blocks.ArenaCells`): a model rewarded more on one
 source than its ability predicts.
 
+With abilities per item domain the block is predicted from the model's ability in the
+block's domain, informed by its other benchmarks there and, through the domain deviations'
+prior, by its other domains (:mod:`~bayes_dualeval.checks.domain_grid`): a model strong in
+a whole domain is not a leak.
+
 Leaving a block out without refitting: a block is often a third of a model's data, which
 moves its ability too far for importance sampling over the joint draws (Pareto k above 1
 in trials). The ability is one-dimensional, though, so for each posterior draw of the item
@@ -39,6 +44,13 @@ from scipy import special, stats
 
 from bayes_dualeval.checks import budget
 from bayes_dualeval.checks.arena_blocks import ArenaCells
+from bayes_dualeval.checks.domain_grid import (
+    designs,
+    item_columns,
+    kernels,
+    left_out_log_posterior,
+    n_columns,
+)
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.item_ids import benchmark_of
 from bayes_dualeval.core.thinning import evenly_spaced
@@ -66,8 +78,8 @@ CHUNK_ELEMENTS = 4_000_000
 GRID, GRID_HALF_WIDTH = 121, 6.0
 
 COLUMNS = [
-    "model", "kind", "source", "dataset", "n", "observed", "expected", "expected_lo",
-    "expected_hi", "excess", "p_value", "q_value",
+    "model", "kind", "source", "dataset", "domain", "n", "observed", "expected",
+    "expected_lo", "expected_hi", "excess", "p_value", "q_value", "design",
 ]  # fmt: skip
 
 
@@ -93,8 +105,13 @@ def benchmark_audit(idata, dataset: Dataset, *, ci: float = 0.95) -> pd.DataFram
         accuracy (arena: mean normalised reward) with ``expected_lo``, ``expected_hi``
         (the ``ci`` interval over draws of the left-out expectation), ``excess``
         (observed minus expected), ``p_value`` (one-sided: a larger accuracy or reward
-        than predicted) and ``q_value`` (Benjamini-Yekutieli over every row, static and
-        arena together). Empty without static cells or arena rewards.
+        than predicted), ``q_value`` (Benjamini-Yekutieli over every row, static and
+        arena together), ``domain`` (with domain abilities the block's items' domain, by
+        which blocks are split too; else empty) and ``design`` (which ability predicts
+        the block: :data:`~bayes_dualeval.checks.domain_grid.ONE_ABILITY`,
+        :data:`~bayes_dualeval.checks.domain_grid.DOMAIN` or
+        :data:`~bayes_dualeval.checks.domain_grid.DOMAIN_ONE_BENCHMARK`). Empty without
+        static cells or arena rewards.
     """
     model = DualEvalModel.from_idata(idata)
     use_static, use_arena = model.item_kinds(dataset)
@@ -133,11 +150,13 @@ class StaticCells:
         self.y = dataset.static_share  # a cell's share of its answers that are correct
         self.answers = dataset.static_n.astype(np.float64)
         bench = benchmark_of(dataset.items)
+        columns, domain = item_columns(dataset, model)
         key = pd.MultiIndex.from_arrays(
             [
                 dataset.models[self.cell_model],
                 dataset.item_source[self.cell_item],
                 bench[self.cell_item],
+                domain[self.cell_item],
             ]
         )
         self.cell_block, blocks = pd.factorize(key)
@@ -147,8 +166,11 @@ class StaticCells:
                 "kind": self.kind,
                 "source": blocks.get_level_values(1),
                 "dataset": blocks.get_level_values(2),
+                "domain": blocks.get_level_values(3),
             }
         )
+        self.block_column = np.zeros(len(blocks), np.int64)
+        self.block_column[self.cell_block] = columns[self.cell_item]
         self.n = np.bincount(self.cell_block, weights=self.answers, minlength=len(blocks))
         self.observed = np.bincount(
             self.cell_block, weights=dataset.static_y.astype(np.float64), minlength=len(blocks)
@@ -192,12 +214,15 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
     log_prior = -0.5 * (grid / model.config.theta_scale) ** 2
     n_draws = len(draws["theta"])
     chunk = max(1, CHUNK_ELEMENTS // GRID)
+    n_col = n_columns(dataset, model)
     block_model, chunks, p_values, rates = [], [], [], []
+    n_blocks_in = np.zeros((dataset.n_models, n_col), np.int64)
     for kind in kinds:
         n_blocks = len(kind.labels)
         owner = np.zeros(n_blocks, np.int64)
         owner[kind.cell_block] = kind.cell_model
         block_model.append(owner)
+        np.add.at(n_blocks_in, (owner, kind.block_column), 1)
         # the chunks of cells and their (block x cell) indicators, built once for all draws
         rows = [slice(start, start + chunk) for start in range(0, len(kind), chunk)]
         chunks.append([(r, group_matrix(kind.cell_block[r], n_blocks)) for r in rows])
@@ -210,7 +235,7 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
             # threads, added in order, so the sums do not depend on the thread count; a
             # single chunk in this thread: handing it to another cost the bundled example's
             # audit 1.2 of its 3.7 s)
-            parts, model_ll = [], np.zeros((dataset.n_models, GRID))
+            parts, column_ll = [], np.zeros((dataset.n_models, n_col, GRID))
             for kind, owner, pieces in zip(kinds, block_model, chunks, strict=True):
                 block_ll, mu, var = (np.zeros((len(kind.labels), GRID)) for _ in range(3))
 
@@ -224,19 +249,22 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
                     block_ll += ll
                     mu += m
                     var += v
-                np.add.at(model_ll, owner, block_ll)
+                np.add.at(column_ll, (owner, kind.block_column), block_ll)
                 parts.append((block_ll, mu, var))
+            w = kernels(grid, draws["deviation_sd"][k]) if n_col > 1 else None
             for j, (kind, owner, (block_ll, mu, var)) in enumerate(
                 zip(kinds, block_model, parts, strict=True)
             ):
-                log_post = log_prior + model_ll[owner] - block_ll  # the block left out
+                log_post = left_out_log_posterior(  # the block left out
+                    log_prior, column_ll, owner, kind.block_column, block_ll, w
+                )
                 w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
                 w /= w.sum(axis=1, keepdims=True)
                 p_values[j] += np.sum(w * kind.tail(mu, var), axis=1) / n_draws
                 rates[j][:, k] = np.sum(w * kind.rate(mu), axis=1)
     alpha = (1.0 - ci) / 2.0
     frames = []
-    for kind, p_value, rate in zip(kinds, p_values, rates, strict=True):
+    for kind, owner, p_value, rate in zip(kinds, block_model, p_values, rates, strict=True):
         lo, hi = np.quantile(rate, [alpha, 1.0 - alpha], axis=1)
         expected = rate.mean(axis=1)
         observed = kind.observed / kind.n
@@ -249,6 +277,7 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
                 expected_hi=hi,
                 excess=observed - expected,
                 p_value=np.clip(p_value, 0.0, 1.0),
+                design=designs(owner, kind.block_column, n_blocks_in, n_col - 1),
             )
         )
     return pd.concat(frames, ignore_index=True)
@@ -271,4 +300,11 @@ def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) ->
         names += [s for s in ("gamma",) if s in idata.posterior]
     for name in names:
         out[name] = np.asarray(draws_of(idata, name), np.float64)[rows]
+    if model.domain_abilities:
+        # the domain abilities (cells' abilities) and the marginal sd of each domain's
+        # deviations, whose sum over models is zero (domain_grid)
+        m = theta.shape[-1]
+        out["theta_domain"] = np.asarray(draws_of(idata, "theta_domain"), np.float64)[rows]
+        tau = np.asarray(draws_of(idata, "tau_domain"), np.float64)[rows]
+        out["deviation_sd"] = tau * np.sqrt(1.0 - 1.0 / m)
     return out

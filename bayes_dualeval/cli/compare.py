@@ -21,7 +21,9 @@ def format_table(table) -> str:
     """The comparison as aligned text, the preferred run, then one line per warning."""
     from bayes_dualeval.posterior.loo import CLEAR_DIFF, CLEAR_DSE
 
-    shown = table[["rank", "run", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k"]]
+    columns = ["rank", "run", "elpd_loo", "se", "elpd_diff", "dse", "dse_crossed", "p_loo",
+               "n_bad_k"]  # fmt: skip
+    shown = table[[c for c in columns if c in table]]
     text = shown.to_string(index=False, float_format=lambda x: f"{x:.2f}")
     lines = [_unit_line(table), "", text, ""]
     (choice,) = table.loc[table["preferred"], "run"]
@@ -58,9 +60,10 @@ def compare(runs, out):
 
     One elpd per run over the same left-out units: one static label, one arena prompt
     with its set of pairs (or its rewards). Rank 1 has the highest elpd_loo; elpd_diff and
-    dse are the difference to rank 1 and its standard error; n_bad_k counts units with
-    Pareto k > 0.7; preferred marks the run to choose: the smallest p_loo among those
-    whose elpd_diff is within noise (at most 4, or at most 2 dse). Runs fitted to
+    dse are the difference to rank 1 and its standard error (units independent), and
+    dse_crossed its standard error summed by model and by item (never below dse); n_bad_k
+    counts units with Pareto k > 0.7; preferred marks the run to choose: the smallest
+    p_loo among those whose elpd_diff is within noise (at most 4, or at most 2 dse). Runs fitted to
     different data, with a different arena likelihood, or without a pointwise log
     likelihood are refused.
 

@@ -137,6 +137,7 @@ def release_contrast(idata, dataset: Dataset) -> pd.DataFrame | None:
                     "kind": "static",
                     "source": blocks[k][0],
                     "dataset": blocks[k][1],
+                    "domain": "",
                     "n": int((block == k).sum()),
                     "observed": np.nan,
                     "expected": np.nan,
@@ -152,13 +153,15 @@ def release_contrast(idata, dataset: Dataset) -> pd.DataFrame | None:
 def with_release_contrast(audit: pd.DataFrame, idata, dataset: Dataset) -> pd.DataFrame:
     """``contamination.csv``: the left-out audit's rows, and the release contrast's if any.
 
-    A ``design`` column says which design each row comes from (:data:`LEFT_OUT`,
-    :data:`RELEASE_DIF`); ``q_value`` of the release rows is Benjamini-Yekutieli over
-    them (their ``p_value`` is a posterior tail probability, not a p-value).
+    A ``design`` column says which design each row comes from (the audit's own, one of
+    :mod:`bayes_dualeval.checks.domain_grid`'s, else :data:`LEFT_OUT`;
+    :data:`RELEASE_DIF`); ``q_value`` of the release rows is Benjamini-Yekutieli over them
+    (their ``p_value`` is a posterior tail probability, not a p-value).
     """
     from scipy import stats
 
-    audit = audit.assign(design=LEFT_OUT)
+    if "design" not in audit:
+        audit = audit.assign(design=LEFT_OUT)
     extra = release_contrast(idata, dataset)
     if extra is None or not len(extra):
         return audit

@@ -37,18 +37,19 @@ from bayes_dualeval.posterior.idata import cell_labels
 from bayes_dualeval.posterior.loglik import LOGLIK_OMITTED_ATTR, LOGLIK_UNIT_ATTR
 
 #: Columns of :func:`compare` (and of ``bayes-dualeval compare --out``).
-COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "n_bad_k", "preferred",
-           "warning")  # fmt: skip
+COLUMNS = ("run", "rank", "elpd_loo", "se", "elpd_diff", "dse", "dse_crossed", "p_loo", "n_bad_k",
+           "preferred", "warning")  # fmt: skip
 #: A run is clearly worse than rank 1 when its ``elpd_diff`` exceeds both this ...
 CLEAR_DIFF = 4.0
-#: ... and this many standard errors of the difference (``dse``).
+#: ... and this many standard errors of the difference (``dse``: the choice is among
+#: specifications for these models and items; ``dse_crossed`` is reported beside it).
 CLEAR_DSE = 2.0
 #: What a reader of ``dse`` must know (``attrs["dse_note"]`` of the table; ``compare`` prints it).
 DSE_NOTE = (
     "dse treats the left-out units as independent, but they form a crossed models x items "
-    "design (the units of one model share its ability, those of one item its parameters), "
-    "so it can understate the uncertainty of elpd_diff: read a difference within a few dse "
-    "as a tie"
+    "design (the units of one model share its ability, those of one item its parameters); "
+    "dse_crossed sums the differences by model and by item (two-way clustered, never below "
+    "dse): a difference within 2 dse_crossed may not hold for other models and items"
 )
 #: Pareto k above which a left-out unit's PSIS estimate is unreliable (``n_bad_k``).
 BAD_K = 0.7
@@ -249,7 +250,9 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
     pandas.DataFrame
         Columns :data:`COLUMNS`, best first: ``rank`` 1 is the highest ``elpd_loo``;
         ``elpd_diff`` and ``dse`` are the difference to the best run and its standard
-        error; ``n_bad_k`` counts units with Pareto k above :data:`BAD_K`; ``preferred``
+        error as ArviZ computes it (units independent), ``dse_crossed`` its standard error
+        with the units' correlation within models and within items (:func:`crossed_dse`;
+        0 for rank 1); ``n_bad_k`` counts units with Pareto k above :data:`BAD_K`; ``preferred``
         marks the one run :func:`preferred` picks; ``warning`` is
         empty or the reasons, joined by ``"; "``, to trust a row less. ``attrs`` holds
         ``unit`` (what one left-out value is), ``n_static`` and ``n_arena`` (how many of
@@ -282,6 +285,7 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = az.compare(elpds, ic="loo", method="stacking", scale="log")
+    clusters = unit_clusters(next(iter(posteriors.values())))
     rows = []
     for name, row in table.iterrows():
         elpd = elpds[name]
@@ -295,11 +299,15 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
                 f"{int(elpd['n_samples'])} draws)"
             )
         said += notes[name]
+        best = table.index[0]
+        crossed = 0.0 if name == best else crossed_dse(
+            _loo_i(elpds[best]) - _loo_i(elpd), *clusters
+        )  # fmt: skip
         rows.append({
             "run": name, "rank": int(row["rank"]) + 1, "elpd_loo": float(row["elpd_loo"]),
             "se": float(row["se"]), "elpd_diff": float(row["elpd_diff"]),
-            "dse": float(row["dse"]), "p_loo": float(row["p_loo"]), "n_bad_k": n_bad,
-            "warning": "; ".join(said),
+            "dse": float(row["dse"]), "dse_crossed": max(crossed, float(row["dse"])),
+            "p_loo": float(row["p_loo"]), "n_bad_k": n_bad, "warning": "; ".join(said),
         })  # fmt: skip
     out = pd.DataFrame(rows, columns=list(COLUMNS))
     out["preferred"] = out["run"] == preferred(out)
@@ -309,6 +317,66 @@ def compare(posteriors: Mapping, notes: Mapping | None = None) -> pd.DataFrame:
         unit=units[first], weight=dict(table["weight"].astype(float)), dse_note=DSE_NOTE, **kinds
     )
     return out
+
+
+def _loo_i(elpd) -> np.ndarray:
+    """The pointwise elpd of an ``ELPDData``, flat (units in the stored order)."""
+    return np.asarray(elpd["loo_i"], np.float64).ravel()
+
+
+def unit_clusters(idata) -> tuple[np.ndarray, np.ndarray]:
+    """Each left-out unit's model and item cluster (integer codes, units in stored order).
+
+    A static label belongs to its model and its item; an arena prompt (all its models'
+    rewards or pairs) to a model cluster of its own and to its prompt.
+    """
+    ll = pointwise(idata)
+    kind = np.asarray(ll["kind"].values).astype(str)
+    n = len(kind)
+    model = np.arange(n).astype(object)  # singletons unless a static label's model
+    item = np.asarray(ll["label"].values).astype(str).astype(object)
+    static = np.flatnonzero(kind == "static")
+    if len(static):
+        obs = idata.observed_data
+        if "static_model" in obs.coords or "static_model" in obs.variables:
+            labels = cell_labels(idata, "static_model")
+            if len(labels) == len(static):
+                model[static] = np.char.add("m:", np.asarray(labels).astype(str))
+        if "static_item" in obs.coords or "static_item" in obs.variables:
+            labels = cell_labels(idata, "static_item")
+            if len(labels) == len(static):
+                item[static] = np.char.add("q:", np.asarray(labels).astype(str))
+    arena = np.flatnonzero(kind == "arena")
+    item[arena] = np.char.add("p:", item[arena].astype(str))
+    return pd.factorize(pd.Series(model.astype(str)))[0], pd.factorize(pd.Series(item))[0]
+
+
+def crossed_dse(diff: np.ndarray, model: np.ndarray, item: np.ndarray) -> float:
+    r"""Standard error of ``sum(diff)`` in a crossed models x items design.
+
+    The two-way cluster-robust variance (Cameron, Gelbach and Miller 2011): with
+    ``e = diff - mean(diff)``,
+    :math:`V = \sum_m (\sum_{u \in m} e_u)^2 + \sum_q (\sum_{u \in q} e_u)^2
+    - \sum_u e_u^2`, the sums by model and by item each counting the correlation within
+    their clusters and the last term the cells counted twice; floored at ArviZ's ``dse``,
+    :math:`\sqrt{\sum_u e_u^2}` (the value with every unit its own cluster: the crossed
+    estimate can fall below it by chance, or go negative).
+
+    Parameters
+    ----------
+    diff : numpy.ndarray, shape (n,)
+        Pointwise elpd differences.
+    model, item : numpy.ndarray of int, shape (n,)
+        Each unit's model and item cluster (:func:`unit_clusters`).
+    """
+    diff = np.asarray(diff, np.float64)
+    if len(diff) < 2:
+        return 0.0
+    e = diff - diff.mean()
+    cells = float(np.sum(e**2))
+    by_model = float(np.sum(np.bincount(model, weights=e) ** 2))
+    by_item = float(np.sum(np.bincount(item, weights=e) ** 2))
+    return float(np.sqrt(max(by_model + by_item - cells, cells)))
 
 
 def clearly_worse(elpd_diff, dse):

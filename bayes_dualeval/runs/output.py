@@ -70,8 +70,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     ``anomalies`` (the cell table, most surprising first: every
     cell, or the ``anomalies`` most surprising ones and every cell with ``q_value`` below
     :data:`~bayes_dualeval.checks.FLAG_Q`, with the level as a ``ci`` column) and, with
-    static data or arena rewards and one ability per model, ``contamination`` (one row per
-    model and benchmark, and per model and arena source:
+    static data or arena rewards and one ability per model or per domain, ``contamination``
+    (one row per model and benchmark, and per model and arena source:
     :func:`~bayes_dualeval.checks.benchmark_audit.benchmark_audit`). ``result.diagnostics``
     records the level, the ``anomalies`` setting and the checks' summary.
 
@@ -139,11 +139,10 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     if dimensional:
         result.tables["abilities"] = abilities_table(idata, ci=ci)
         result.tables["loadings"] = loadings_table(idata, ci=ci)
-    # the benchmark audit asks whether a model did better on a benchmark than its one
-    # ability predicts; with domain abilities that question is the domain deviations',
-    # and with dimensions the loadings say which abilities a benchmark's items need
-    one_ability = not (has_domain_abilities(idata) or dimensional)
-    if any(DualEvalModel(result.config).item_kinds(dataset)) and one_ability:
+    # the benchmark audit asks whether a model did better on a benchmark than the ability
+    # its items read predicts (with domain abilities, the block's domain's: a specialist is
+    # not a leak); with dimensions the loadings say which abilities a benchmark's items need
+    if any(DualEvalModel(result.config).item_kinds(dataset)) and not dimensional:
         audit = benchmark_audit(idata, dataset, ci=ci)
         result.tables["contamination"] = with_release_contrast(audit, idata, dataset)
     # several judges, their family biases, style covariates: judges.csv, judge_bias.csv,

@@ -171,6 +171,28 @@ def anomalies(doc: Markup, ctx: ReportContext) -> None:
 TOP_BLOCKS = 10
 
 
+def _design_sentence(table: pd.DataFrame) -> str:
+    """What the rows' ability can tell apart: a specialist from a leak, or not."""
+    design = set(table["design"]) if "design" in table else set()
+    if "left_out_domain" in design or "left_out_domain_only" in design:
+        text = (
+            "Each block is predicted from the model's ability in the block's domain, so a "
+            "model strong in a whole domain is not flagged for it; a flag is an excess "
+            "specific to one benchmark."
+        )
+        if "left_out_domain_only" in design:
+            text += (
+                " Where a model has no other benchmark in the block's domain "
+                "(design left_out_domain_only) a specialist cannot be told from a leak."
+            )
+        return text
+    return (
+        "Each block is predicted from the model's one overall ability: a model genuinely "
+        "strong in a domain is flagged like one that saw a benchmark's test set (fit with "
+        "abilities per domain to tell them apart)."
+    )
+
+
 def contamination(doc: Markup, ctx: ReportContext) -> None:
     """The model x benchmark (and model x arena source) audit: contamination.csv's top."""
     table = ctx.result.tables.get("contamination")
@@ -192,6 +214,8 @@ def contamination(doc: Markup, ctx: ReportContext) -> None:
             if flagged.any()
             else "; no model beats its prediction on any benchmark by more than chance."
         )
+        + " "
+        + _design_sentence(table)
         + " The full table is contamination.csv."
     )
     frame = pd.DataFrame(
