@@ -9,8 +9,9 @@ A NUTS bank is fitted on some models; the others are held out. Each held-out mod
   (model, benchmark) rows whose 90% and 50% intervals hold it. Each interval is computed
   with the model x benchmark deviation (`measure/deviation.py`, its spread estimated from
   the bank) and without it (``tau = 0``), on the same ability draws. For the ``accuracy``
-  short form also the anchor-weighted estimate (``sum w y / sum w``, the `weight` column
-  of `compress --for accuracy`) against the IRT prediction and the plain mean: mean
+  short form also the anchor-weighted estimate (``sum w y / sum w``, ``w`` the size of the
+  cluster an item stands for: the `weight` column `compress --for accuracy` wrote until
+  this study dropped it) against the IRT prediction and the plain mean: mean
   absolute error against the truth;
 * (simulations) takes an adaptive test (`adaptive`, ``fisher``, to sd 0.3 or 50 items)
   on the whole bank with its full answers as the oracle: the share whose 90% and 50%
@@ -124,11 +125,31 @@ def _coverage(bank, short_resp, full_truth, seed, tau_hat) -> dict:
     return out, table
 
 
-def _anchor_errors(short, short_resp, table, bank) -> dict:
+def _cluster_sizes(bank, short, seed) -> pd.Series:
+    """The size of the cluster each item of an ``accuracy`` short form stands for.
+
+    The weight `compress --for accuracy` wrote until it was dropped: the same clustering
+    (`measure/anchors.py`, same seed) per source, its clusters' sizes.
+    """
+    from bayes_dualeval.measure import anchors
+
+    ids = bank.items["item"].to_numpy(dtype=str)
+    source = bank.items["source"].to_numpy(dtype=str)
+    sizes = {}
+    for name, k in short["source"].value_counts().items():
+        members = np.flatnonzero(source == name)
+        rows, size = anchors.representatives(anchors.success_profiles(bank, members), k, seed)
+        sizes.update(zip(ids[members[rows]], size.astype(float), strict=True))
+    weight = pd.Series(sizes)
+    assert set(weight.index) == set(short["item"])  # the short form's own items
+    return weight
+
+
+def _anchor_errors(short, short_resp, table, bank, seed) -> dict:
     """MAE of the weighted anchors, the plain mean and the IRT prediction (``accuracy`` form)."""
     ids = bank.items["item"].to_numpy(dtype=str)
     bench = bank.items["dataset"].to_numpy(dtype=str)
-    weight = short.set_index("item")["weight"]
+    weight = _cluster_sizes(bank, short, seed)
     frame = pd.DataFrame({
         "model": np.asarray(short_resp.models)[short_resp.static_model],
         "dataset": bench[short_resp.static_item],
