@@ -31,6 +31,7 @@ Cases:
 Usage::
 
     python scripts/studies/accuracy_coverage.py --case sim --seed 1 --out /tmp/acc_sim_1.json
+    python scripts/studies/accuracy_coverage.py --table /tmp/acc_*.json
 """
 
 from __future__ import annotations
@@ -235,6 +236,77 @@ def run_case(case: str, seed: int, draws: int, domain_sd: float) -> dict:
     return out
 
 
+def table(paths) -> str:
+    """The results of several runs (their JSON files) pooled per case, as Markdown.
+
+    Coverage is pooled over the runs' rows (each run's share times its rows), with its
+    binomial standard error ``sqrt(c (1 - c) / n)`` (rows of one model are not independent
+    across benchmarks, so the error is a lower bound).
+    """
+    import json
+
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    lines = []
+    for case in sorted({r["case"] for r in runs}):
+        mine = [r for r in runs if r["case"] == case]
+        seeds = ", ".join(str(r["seed"]) for r in mine)
+        conv = sum(r["bank_converged"] for r in mine)
+        lines.append(f"**{case}** (seeds {seeds}; {conv} of {len(mine)} banks converged; "
+                     f"tau_hat {', '.join(str(r['tau_hat']) for r in mine)})\n")  # fmt: skip
+        lines.append("| short form | deviation | rows | 90%: benchmarks | 90%: all | "
+                     "50%: benchmarks | 50%: all | mean 90% width |")  # fmt: skip
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for form in ("ranking", "accuracy"):
+            for dev in ("deviation", "no_deviation"):
+                cells = []
+                n = sum(r[f"{form}_rows_{dev}_90_benchmarks"] for r in mine)
+                n_all = sum(r["held_out_models"] for r in mine)
+                for level in (90, 50):
+                    for part, rows in (("benchmarks", n), ("all", n_all)):
+                        key = f"{form}_coverage_{dev}_{level}_{part}"
+                        if part == "benchmarks":
+                            weights = [r[f"{form}_rows_{dev}_90_benchmarks"] for r in mine]
+                        else:
+                            weights = [r["held_out_models"] for r in mine]
+                        c = sum(r[key] * w for r, w in zip(mine, weights, strict=True)) / rows
+                        cells.append(f"{c:.3f} +- {np.sqrt(c * (1 - c) / rows):.3f}")
+                width = np.mean([r[f"{form}_width_{dev}_90_benchmarks"] for r in mine])
+                label = "with" if dev == "deviation" else "without"
+                lines.append(f"| {form} | {label} | {n} | " + " | ".join(cells)
+                             + f" | {width:.3f} |")  # fmt: skip
+        lines.append("")
+        keys = [k for k in mine[0] if k.startswith("anchors_mae")]
+        lines.append("| " + " | ".join(k.removeprefix("anchors_mae_") for k in keys) + " |")
+        lines.append("|" + "---|" * len(keys))
+        lines.append("| " + " | ".join(f"{np.mean([r[k] for r in mine]):.4f}" for k in keys)
+                     + " |")  # fmt: skip
+        if "adaptive_models" in mine[0]:
+            n = sum(r["adaptive_models"] for r in mine)
+            lines.append("")
+            lines.append(
+                "| adaptive | models | 90% | 50% | mean items | mean sd | z mean | z sd |"
+            )
+            lines.append("|---|---|---|---|---|---|---|---|")
+            cov = {lv: sum(r[f"adaptive_coverage_{lv}"] * r["adaptive_models"] for r in mine) / n
+                   for lv in (90, 50)}  # fmt: skip
+            avg = {
+                k: np.mean([r[k] for r in mine])
+                for k in (
+                    "adaptive_mean_items",
+                    "adaptive_mean_sd",
+                    "adaptive_z_mean",
+                    "adaptive_z_sd",
+                )
+            }
+            lines.append(
+                f"| fisher, sd 0.3 or 50 items | {n} | "
+                + " | ".join(f"{c:.3f} +- {np.sqrt(c * (1 - c) / n):.3f}" for c in cov.values())
+                + " | " + " | ".join(f"{v:.3f}" for v in avg.values()) + " |"
+            )  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--case", default="sim", choices=["sim", "sim-1d", "bigcodebench"])
@@ -242,7 +314,11 @@ def main():
     parser.add_argument("--draws", type=int, default=500, help="NUTS warm-up and draws")
     parser.add_argument("--domain-sd", type=float, default=0.4)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", nargs="+", type=Path, help="pool these results instead")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     from bayes_dualeval.inference.device import configure
 
     configure("cpu", 4)
