@@ -226,9 +226,8 @@ def run_case(case: str, seed: int, draws: int, domain_sd: float) -> dict:
         cov, table = _coverage(bank, resp, full_truth, seed, out["tau_hat"])
         out.update({f"{purpose}_{k}": v for k, v in cov.items()})
         if purpose == "accuracy":
-            out.update(
-                {f"anchors_{k}": v for k, v in _anchor_errors(short, resp, table, bank).items()}
-            )
+            errors = _anchor_errors(short, resp, table, bank, seed)
+            out.update({f"anchors_{k}": v for k, v in errors.items()})
         progress(f"{case} seed {seed}: {purpose} short form scored")
     if truth is not None:
         out.update(_adaptive(bank, full, truth, bank_models, seed))
