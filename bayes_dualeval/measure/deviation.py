@@ -16,6 +16,14 @@ independently per model and benchmark. A one-ability bank has no :math:`\tau`;
 :math:`\delta_B` per bank draw from its grid posterior given the benchmark's answered
 questions at that draw's ability (unanswered benchmarks: from the prior).
 
+This is an approximation, stated: the ability's posterior (:mod:`~bayes_dualeval.measure.grid`)
+is the one-ability model's, so it does not widen for the deviations, and a benchmark's
+answers inform both the ability and that benchmark's deviation (the joint posterior would
+integrate the deviations out of the ability's likelihood). With a few benchmarks of ten
+or so answered questions each, the ability's sd is then too small by about a tenth (13%
+in a normal approximation with four benchmarks of ten questions and tau 0.4); the
+held-out coverage of docs/validation.md section 14 is measured with it as it is.
+
 *The spread* (:func:`spread`, a moment estimator): for every bank model :math:`m` and
 benchmark :math:`B` it answered, the one-step (linearised) deviation that moves its
 predicted accuracy onto its observed one, :math:`x_{mB} = (O_{mB} - E_{mB}) / S_{mB}`,
