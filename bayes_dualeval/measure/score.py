@@ -247,6 +247,14 @@ def accuracy_table(
     posterior given the benchmark's answered questions, or from ``Normal(0, tau^2)``
     where none was answered. The ``all`` row sums the benchmarks' replicated answers,
     each with its own deviation.
+
+    The obtained accuracy of ``n`` questions is a lattice (steps of ``1 / n``), and an
+    equal-tailed interval of a discrete quantity keeps its end atoms whole, so it holds
+    more than its nominal mass (a 50% interval of replicated accuracies covered the true
+    accuracy of simulated held-out models 0.57 of the time, docs/validation.md section
+    14). Each replicate is therefore spread evenly over its lattice cell (plus a uniform
+    draw in ``[-1/2n, 1/2n]``, clipped to ``[0, 1]``): a continuity correction, after which
+    the interval's ends are not lattice values.
     """
     rng = np.random.default_rng(0) if rng is None else rng
     items = bank.items
@@ -291,7 +299,10 @@ def accuracy_table(
             if n_ans == 0:
                 continue
             draws = value[:, inside].mean(axis=1)
-            lo, hi = interval(replicate[:, inside].mean(axis=1)[:, None], ci)
+            obtained = replicate[:, inside].mean(axis=1)
+            if n_ans < n:  # spread over its lattice cell: see the notes
+                obtained = np.clip(obtained + (rng.random(len(obtained)) - 0.5) / n, 0.0, 1.0)
+            lo, hi = interval(obtained[:, None], ci)
             rows.append(
                 (model, name, n, n_ans, float(y[answered & inside].mean()),
                  float(draws.mean()), float(lo[0]), float(hi[0]))

@@ -195,7 +195,7 @@ def _adaptive(bank, full, truth, bank_models, seed) -> dict:
     return out
 
 
-def run_case(case: str, seed: int, draws: int, domain_sd: float) -> dict:
+def run_case(case: str, seed: int, draws: int, domain_sd: float, adaptive: bool = True) -> dict:
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.measure import deviation
     from bayes_dualeval.measure.bank import Bank
@@ -229,7 +229,7 @@ def run_case(case: str, seed: int, draws: int, domain_sd: float) -> dict:
             errors = _anchor_errors(short, resp, table, bank, seed)
             out.update({f"anchors_{k}": v for k, v in errors.items()})
         progress(f"{case} seed {seed}: {purpose} short form scored")
-    if truth is not None:
+    if truth is not None and adaptive:
         out.update(_adaptive(bank, full, truth, bank_models, seed))
         progress(f"{case} seed {seed}: adaptive tests done")
     return out
@@ -314,6 +314,7 @@ def main():
     parser.add_argument("--domain-sd", type=float, default=0.4)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", nargs="+", type=Path, help="pool these results instead")
+    parser.add_argument("--no-adaptive", action="store_true", help="skip the adaptive tests")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
@@ -321,7 +322,8 @@ def main():
     from bayes_dualeval.inference.device import configure
 
     configure("cpu", 4)
-    finish(run_case(args.case, args.seed, args.draws, args.domain_sd), args.out)
+    result = run_case(args.case, args.seed, args.draws, args.domain_sd, not args.no_adaptive)
+    finish(result, args.out)
 
 
 if __name__ == "__main__":
