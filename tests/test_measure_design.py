@@ -129,8 +129,7 @@ def test_compress_rows_sources_and_weights(world):
     chosen = out["source"].value_counts()
     share = 1 + (20 - len(counts)) * (counts - 1) / (counts - 1).sum()
     assert (np.abs(chosen - share[chosen.index]) < 1.0).all()
-    # each chosen item stands for n_source / n_chosen_source items: the weights add up
-    assert np.isclose(out["weight"].sum(), len(bank.items))
+    assert "weight" not in out  # dropped: nothing reads it (docs/validation.md 14)
     # fewer items than sources: one each from the largest sources
     assert compress(bank, 2)["source"].tolist() == counts.index[:2].sort_values().tolist()
 
@@ -142,7 +141,6 @@ def test_compress_per_source(world):
     # a source smaller than n keeps all its items (arena has 30)
     big = compress(bank, 40, per_source=True)
     assert (big["source"] == "arena").sum() == 30
-    assert (big["weight"] >= 1).all()
 
 
 def test_a_short_form_says_how_it_measures_beside_the_bank(world):
@@ -213,24 +211,34 @@ def test_kmeans_finds_separated_clusters_and_their_representatives():
 
 
 def test_compress_for_accuracy_is_representative(world):
-    """Weights are cluster sizes (they add up to each source's items); the chosen items'
-    weighted mean success profile is close to the source's mean profile (tolerance 0.03,
-    tighter than the informative short form on the same bank)."""
+    """The chosen items are each source's cluster representatives; weighted by their
+    clusters' sizes (which add up to the source's items), their mean success profile is
+    close to the source's mean profile (tolerance 0.03, tighter than the informative short
+    form on the same bank, weighted by n_source / n_chosen)."""
     bank = world[0]
-    out = compress(bank, 24, purpose="accuracy")
+    out = compress(bank, 24, purpose="accuracy", seed=0)
     assert len(out) == 24 and out["item"].is_unique
-    counts = bank.items["source"].value_counts()
-    np.testing.assert_allclose(out.groupby("source")["weight"].sum(), counts[sorted(counts.index)])
     ranking = compress(bank, 24)
     index = pd.Index(bank.items["item"])
     for source in ("bench", "quiz"):
         members = np.nonzero(bank.items["source"].to_numpy() == source)[0]
-        target = anchors.success_profiles(bank, members).mean(axis=0)
+        profiles = anchors.success_profiles(bank, members)
+        target = profiles.mean(axis=0)
+        k = int((out["source"] == source).sum())
+        rows, sizes = anchors.representatives(profiles, k, seed=0)
+        assert sizes.sum() == len(members)
+        assert set(bank.items["item"].to_numpy()[members[rows]]) == set(
+            out.loc[out["source"] == source, "item"]
+        )
+        weight = dict(zip(bank.items["item"].to_numpy()[members[rows]], sizes, strict=True))
 
-        def gap(table, source=source, target=target):
+        n_members = len(members)
+
+        def gap(table, source=source, target=target, weight=weight, n=n_members):
             rows = table[table["source"] == source]
             prof = anchors.success_profiles(bank, index.get_indexer(rows["item"]))
-            mean = (prof * rows["weight"].to_numpy()[:, None]).sum(0) / rows["weight"].sum()
+            w = rows["item"].map(weight).fillna(n / len(rows)).to_numpy()
+            mean = (prof * w[:, None]).sum(0) / w.sum()
             return np.abs(mean - target).max()
 
         assert gap(out) < 0.03 and gap(out) < gap(ranking)

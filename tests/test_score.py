@@ -378,7 +378,7 @@ def test_compress_and_adaptive_commands(setup, tmp_path):
     assert res.exit_code == 0, res.output
     table = pd.read_csv(short)
     assert len(table) == 20 and list(table.columns) == [
-        "item", "source", "kind", "b_mean", "a_mean", "information", "weight", "approximate_bank",
+        "item", "source", "kind", "b_mean", "a_mean", "information", "approximate_bank",
     ]  # fmt: skip
     # scoring on the short form: only its items are used, accuracy still over all questions
     out = tmp_path / "scored"

@@ -216,7 +216,7 @@ class ShortForm:
     Attributes
     ----------
     items : pandas.DataFrame
-        ``item, source, kind, b_mean, a_mean, information, weight``: one row per item kept.
+        ``item, source, kind, b_mean, a_mean, information``: one row per item kept.
     warnings : list of str
         A NOT CONVERGED line when the bank did not converge.
     benchmarks : pandas.DataFrame or None

@@ -34,8 +34,8 @@ def compress(run_dir, n_items, per_source, purpose, out, seed, allow_approximate
     averaged over the posterior draws and over the bank models' abilities, items spread over
     the difficulty range within each source. For accuracy, representative items: the
     items of each source clustered by their success profiles (the bank's predicted
-    probability of each bank model answering them), one per cluster, weighted by the
-    cluster's size. Columns: item, source, kind, b_mean, a_mean, information, weight. Score
+    probability of each bank model answering them), one per cluster. Columns: item,
+    source, kind, b_mean, a_mean, information. Score
     new models on the chosen items with `bayes-dualeval score`.
 
     \b

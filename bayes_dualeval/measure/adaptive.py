@@ -294,6 +294,7 @@ def adaptive(
     max_items: int = 50,
     exposure: int = 1,
     seed: int = 0,
+    ci: float = LEVEL,
 ) -> AdaptiveResult:
     """Simulate an adaptive test of each oracle model on the bank's questions and prompts.
 
@@ -322,6 +323,8 @@ def adaptive(
         ``random``).
     seed : int
         Seed of the generator behind random choices.
+    ci : float
+        Level of the reported equal-tailed interval (``theta_lo``, ``theta_hi``).
 
     Returns
     -------
@@ -330,8 +333,8 @@ def adaptive(
     Raises
     ------
     InputError
-        When ``select`` is unknown, ``target_se`` is not positive, or ``max_items`` or
-        ``exposure`` is below 1.
+        When ``select`` is unknown, ``target_se`` is not positive, ``max_items`` or
+        ``exposure`` is below 1, or ``ci`` is not in (0, 1).
 
     Notes
     -----
@@ -345,6 +348,8 @@ def adaptive(
     arena candidate about ``SELECT_DRAWS`` times its bank models.
     """
     _check(select, target_se, max_items, exposure)
+    if not 0.0 < ci < 1.0:
+        raise InputError(f"ci must be in (0, 1), got {ci}")
     rng = np.random.default_rng(seed)
     scale = bank.model.config.theta_scale
     grid = np.linspace(-HALF_WIDTH * scale, HALF_WIDTH * scale, GRID)
@@ -388,7 +393,7 @@ def adaptive(
             mean, sd = post.moments(w)
             trace.append((name, steps, ids[item], "arena" if arena else "static", answer,
                           mean, sd))  # fmt: skip
-        lo, hi = post.interval(w)
+        lo, hi = post.interval(w, ci)
         summary.append((name, steps, mean, sd, lo, hi, stopped))
     return AdaptiveResult(
         summary=pd.DataFrame(summary, columns=list(SUMMARY_COLUMNS)),

@@ -41,7 +41,7 @@ CHUNK = 4_000_000
 ARENA_DRAWS = 100
 
 #: Columns of the table :func:`compress` returns.
-COLUMNS = ("item", "source", "kind", "b_mean", "a_mean", "information", "weight")
+COLUMNS = ("item", "source", "kind", "b_mean", "a_mean", "information")
 
 
 def item_information(bank: Bank, items=None) -> np.ndarray:
@@ -132,17 +132,18 @@ def compress(
     purpose : {"ranking", "accuracy"}
         ``ranking``: the most informative item of each difficulty stratum (below).
         ``accuracy``: representative items (:mod:`~bayes_dualeval.measure.anchors`),
-        each standing for a cluster of items with like success profiles, its size the
-        item's ``weight``.
+        each standing for a cluster of items with like success profiles.
 
     Returns
     -------
     pandas.DataFrame
         One row per chosen item, ordered by source and difficulty: ``item, source, kind``,
         the posterior means ``b_mean`` and ``a_mean`` (1 without a discrimination), the
-        ``information`` of :func:`item_information`, and ``weight``, the number of the
-        source's items each chosen item stands for (``n_source / n_chosen_source``; the
-        size of its cluster under ``purpose="accuracy"``).
+        ``information`` of :func:`item_information`. No weights: a score predicts the
+        accuracy on every bank question from the answered ones
+        (:func:`~bayes_dualeval.measure.score.accuracy_table`), and a cluster-weighted
+        mean of the answers predicted it worse than that, and worse than their plain
+        mean (docs/validation.md, section 14), so the package has no use for them.
 
     Raises
     ------
@@ -176,7 +177,7 @@ def compress(
     items = bank.items
     n_total = len(items)
     source = items["source"].to_numpy(dtype=str)
-    names, source_index, counts = np.unique(source, return_inverse=True, return_counts=True)
+    _, source_index, counts = np.unique(source, return_inverse=True, return_counts=True)
     limit = int(counts.max()) if per_source else n_total
     if not 1 <= n_items <= limit:
         raise InputError(
@@ -192,13 +193,10 @@ def compress(
     a_draws = bank.draws["a"] if "a" in bank.model.item_sites else None
     a_mean = np.ones(n_total) if a_draws is None else a_draws.mean(axis=0)
     if purpose == "accuracy":
-        chosen, weight = _representative(bank, source_index, quota, seed)
+        chosen = _representative(bank, source_index, quota, seed)
     else:
         chosen = _informative(info, b_mean, source_index, quota, counts, seed)
-        picked = np.bincount(source_index[chosen], minlength=len(names))
-        weight = (counts / np.maximum(picked, 1))[source_index[chosen]]
-    order = np.lexsort((b_mean[chosen], source_index[chosen]))
-    chosen, weight = chosen[order], weight[order]
+    chosen = chosen[np.lexsort((b_mean[chosen], source_index[chosen]))]
     return pd.DataFrame(
         {
             "item": items["item"].to_numpy(dtype=str)[chosen],
@@ -207,7 +205,6 @@ def compress(
             "b_mean": b_mean[chosen],
             "a_mean": a_mean[chosen],
             "information": info[chosen],
-            "weight": weight,
         },
         columns=list(COLUMNS),
     )
@@ -225,17 +222,16 @@ def _informative(info, b_mean, source_index, quota, counts, seed) -> np.ndarray:
     return order[first & (quota[source_index[order]] > 0)]
 
 
-def _representative(bank: Bank, source_index, quota, seed) -> tuple[np.ndarray, np.ndarray]:
-    """Per source, ``quota`` representatives of its success profiles and their clusters' sizes."""
-    chosen, weight = [], []
+def _representative(bank: Bank, source_index, quota, seed) -> np.ndarray:
+    """Per source, ``quota`` representatives of its items' success profiles."""
+    chosen = []
     for s, k in enumerate(quota):
         members = np.nonzero(source_index == s)[0]
         if k == 0 or not len(members):
             continue
-        rows, sizes = anchors.representatives(anchors.success_profiles(bank, members), k, seed)
+        rows, _ = anchors.representatives(anchors.success_profiles(bank, members), k, seed)
         chosen.append(members[rows])
-        weight.append(sizes.astype(float))
-    return np.concatenate(chosen), np.concatenate(weight)
+    return np.concatenate(chosen)
 
 
 def short_form_benchmarks(bank: Bank, short: pd.DataFrame, *, ci: float = 0.95):
