@@ -12,15 +12,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import numpyro  # noqa: E402
 
 numpyro.set_host_device_count(4)
-# The suite is compile-bound: most programs run for milliseconds after seconds of XLA's
-# optimisation passes. Without those passes the same tests compile faster (two of the
-# heaviest files: 102 s against 135 s, one process) and still compute the same values to
-# floating-point rounding; the command line keeps XLA's default. BAYES_DUALEVAL_TEST_XLA_OPT
-# set to anything else than 0 keeps the default in tests too.
-if os.environ.get("BAYES_DUALEVAL_TEST_XLA_OPT", "0") == "0":
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
-    ).strip()
 # The command line keeps compiled programs in JAX's persistent compilation cache
 # (inference/device.py). Tests leave the user's cache alone: they keep one of their own in
 # the checkout, .cache/jax-tests (ignored by git, at most 1 GiB), so that fits of the same

@@ -251,12 +251,12 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
                     var += v
                 np.add.at(column_ll, (owner, kind.block_column), block_ll)
                 parts.append((block_ll, mu, var))
-            w = kernels(grid, draws["deviation_sd"][k]) if n_col > 1 else None
+            kernel = kernels(grid, draws["deviation_sd"][k]) if n_col > 1 else None
             for j, (kind, owner, (block_ll, mu, var)) in enumerate(
                 zip(kinds, block_model, parts, strict=True)
             ):
                 log_post = left_out_log_posterior(  # the block left out
-                    log_prior, column_ll, owner, kind.block_column, block_ll, w
+                    log_prior, column_ll, owner, kind.block_column, block_ll, kernel
                 )
                 w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
                 w /= w.sum(axis=1, keepdims=True)
