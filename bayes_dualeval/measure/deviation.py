@@ -106,16 +106,16 @@ def spread(bank: Bank) -> float:
         v = noise / slopes**2
     ok = (total > 0) & (slopes > 0) & np.isfinite(v) & (v < MAX_NOISE)
     x, v, ok = (z.reshape(ds.n_models, len(names)) for z in (x, v, ok))
-    numerator = denominator = 0.0
-    for m in range(ds.n_models):
-        if ok[m].sum() < 2:
-            continue
-        xm, vm = x[m, ok[m]], v[m, ok[m]]
-        info = 1.0 / vm
-        w = info / info.sum()
-        r = xm - (w * xm).sum()
-        numerator += float((r**2 - vm + 1.0 / info.sum()).sum())
-        denominator += float((1.0 - 2.0 * w + (w**2).sum()).sum())
+    # per model (a row): its benchmarks' deviations around their precision-weighted mean,
+    # models with fewer than two usable benchmarks left out
+    ok &= ok.sum(axis=1, keepdims=True) >= 2
+    x, v = np.where(ok, x, 0.0), np.where(ok, v, 1.0)
+    info = np.where(ok, 1.0 / v, 0.0)
+    total_info = np.maximum(info.sum(axis=1, keepdims=True), 1e-300)
+    w = info / total_info
+    r = x - (w * x).sum(axis=1, keepdims=True)
+    numerator = float(np.where(ok, r**2 - v + 1.0 / total_info, 0.0).sum())
+    denominator = float(np.where(ok, 1.0 - 2.0 * w + (w**2).sum(axis=1, keepdims=True), 0.0).sum())
     if denominator <= 0:
         return 0.0
     return float(np.sqrt(max(numerator / denominator, 0.0)))
