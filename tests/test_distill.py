@@ -135,8 +135,10 @@ def test_distill_matches_reference(case, ratios):
     assert p.n_pairs == len(kept) == n_total - n_tie
     assert p.n_both_bad == sum(bb for _, bb in kept.values())
     assert p.n_decisive == p.n_pairs - p.n_both_bad
-    assert p.tie_threshold == pytest.approx(tie_thr) or p.tie_threshold == tie_thr == -np.inf
-    assert p.bb_threshold == pytest.approx(bb_thr) or p.bb_threshold == bb_thr == -np.inf
+    assert p.tie_threshold.shape == p.bb_threshold.shape == (1,)  # one judge
+    tie, bb = p.tie_threshold[0], p.bb_threshold[0]
+    assert tie == pytest.approx(tie_thr) or tie == tie_thr == -np.inf
+    assert bb == pytest.approx(bb_thr) or bb == bb_thr == -np.inf
     assert (p.i < p.j).all()
     assert p.item.dtype == p.i.dtype == p.j.dtype == np.int32
     assert p.target.dtype == np.float32 and p.both_bad.dtype == bool
@@ -193,14 +195,14 @@ def test_hand_computed_example():
     assert list(zip(p.i.tolist(), p.j.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 2)]
     expected = [1 / (1 + math.exp(s)), 1 / (1 + math.exp(2 * s)), 1 / (1 + math.exp(s))]
     np.testing.assert_allclose(p.target, expected, rtol=1e-6)
-    assert p.tie_threshold == p.bb_threshold == -np.inf
+    assert p.tie_threshold[0] == p.bb_threshold[0] == -np.inf
     # |dz| = s, 2s, s: the 0.4 quantile is s, so both pairs at s are ties ("at or below")
     t = distill(ds, tie_ratio=0.4, bb_ratio=0.0)
     assert t.n_tie == 2 and list(zip(t.i, t.j, strict=True)) == [(0, 2)]
     # max z per pair = 0, s, s; the 0.3 quantile is 0.6 s: only (a, b) is both-bad
     b = distill(ds, tie_ratio=0.0, bb_ratio=0.3)
     assert b.both_bad.tolist() == [True, False, False]
-    assert b.bb_threshold == pytest.approx(0.6 * s, rel=1e-6)
+    assert b.bb_threshold[0] == pytest.approx(0.6 * s, rel=1e-6)
 
 
 def test_zero_ratios_disable_ties_and_both_bad():
@@ -208,7 +210,7 @@ def test_zero_ratios_disable_ties_and_both_bad():
     p = distill(ds, tie_ratio=0.0, bb_ratio=0.0)
     assert p.n_tie == 0 and p.n_both_bad == 0
     assert p.n_pairs == p.n_total == p.n_decisive > 0
-    assert p.tie_threshold == -np.inf and p.bb_threshold == -np.inf
+    assert p.tie_threshold[0] == -np.inf and p.bb_threshold[0] == -np.inf
     assert (p.target[np.isclose(p.target, 0.5)] == 0.5).any()  # exact ties are kept
     d = p.summary_dict()
     assert d["pairs_tie"] == 0 and d["pairs_both_bad"] == 0 and d["pairs_total"] == p.n_total
@@ -252,3 +254,36 @@ def test_enumerate_pairs_is_all_within_group_pairs(sizes):
         expected += list(itertools.combinations(range(start, start + n), 2))
         start += n
     assert list(zip(first.tolist(), second.tolist(), strict=True)) == expected
+
+
+def test_each_judge_has_its_own_cut_offs():
+    """A strict and a lenient judge on one scale: each sets its ties and both-bad pairs apart
+    at its own quantiles, as if it were alone (pooled, the strict judge's pairs would fill
+    the both-bad share)."""
+    rng = np.random.default_rng(11)
+    rows = [
+        {"model_label": f"m{m}", "item_id": f"p{q}", "judge": judge,
+         "reward": rng.normal(m / 4, 1.0) + shift}
+        for judge, shift in (("strict", -2.0), ("lenient", 2.0))
+        for m in range(6) for q in range(30)
+    ]  # fmt: skip
+    ds = Dataset.from_frames(arena=pd.DataFrame(rows))  # one source: one scale for both
+    p = distill(ds, tie_ratio=0.1, bb_ratio=0.15)
+    judges = list(ds.judges)
+    assert p.tie_threshold.shape == p.bb_threshold.shape == (2,)
+    per_judge = 15 * 30  # pairs of 6 models on 30 prompts
+    for k, name in enumerate(judges):
+        mine = p.judge == k
+        assert per_judge - mine.sum() == pytest.approx(0.1 * per_judge, abs=1)  # ties
+        assert p.both_bad[mine].sum() == pytest.approx(0.15 * (per_judge - 45), abs=12), name
+        # the same pairs as the judge's rows alone give
+        alone = Dataset.from_frames(arena=pd.DataFrame([r for r in rows if r["judge"] == name]))
+        z_scale = np.std([r["reward"] for r in rows]) / np.std(
+            [r["reward"] for r in rows if r["judge"] == name]
+        )
+        solo = distill(alone, tie_ratio=0.1, bb_ratio=0.15)
+        assert solo.n_pairs == mine.sum() and solo.n_both_bad == p.both_bad[mine].sum()
+        np.testing.assert_allclose(p.tie_threshold[k] * z_scale, solo.tie_threshold[0], rtol=1e-5)
+    lenient, strict = judges.index("lenient"), judges.index("strict")
+    assert p.bb_threshold[lenient] > p.bb_threshold[strict]
+    assert p.summary_dict()["bb_threshold"] == pytest.approx(p.bb_threshold.tolist())

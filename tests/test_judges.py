@@ -195,7 +195,8 @@ def test_judges_tables_find_the_self_preference(judged_run):
     judges = pd.read_csv(out / "judges.csv").set_index("judge")
     assert list(judges.index) == ["judge-a", "judge-b", "judge-c"]
     assert (judges["n_rows"] == 12 * 80).all() and (judges["n_models"] == 12).all()
-    want = [truth["judges"][j]["severity"] for j in judges.index]
+    # the table's severity: each judge's level at the average answer (the simulator's level)
+    want = [truth["judges"][j]["level"] for j in judges.index]
     assert stats.spearmanr(judges["severity_mean"], want)[0] == pytest.approx(1.0)
     assert judges["agreement"].between(-1, 1).all()  # a strong self-preference: low
     bias = pd.read_csv(out / "judge_bias.csv")
@@ -206,3 +207,39 @@ def test_judges_tables_find_the_self_preference(judged_run):
     assert (own["n_rows"] == 4 * 80).all()
     diagnostics = json.loads((out / "diagnostics.json").read_text())
     assert set(diagnostics["data"]["judges"]) == {"judge-a", "judge-b", "judge-c"}
+
+
+def test_a_judges_severity_is_its_level_at_the_average_answer():
+    """judges.csv reads the level term at the arena cells' mean success probability.
+
+    Computed by hand from posterior draws: ``severity_k + level_scale_k gamma_k pbar`` per
+    draw, with ``pbar`` the mean of ``sigmoid(a_q (theta_i - b_q))`` over the arena cells,
+    centred over judges; not the model's intercept ``severity_k`` (at a success
+    probability of 0).
+    """
+    import arviz as az
+
+    from bayes_dualeval.posterior.facet_tables import judge_levels
+
+    ds = Dataset.from_frames(arena=pd.DataFrame(_arena(judges=("j1", "j2", "j3"), prompts=4)))
+    rng = np.random.default_rng(1)
+    chains, draws, m, q = 2, 5, ds.n_models, ds.n_items
+    post = {
+        "theta": rng.normal(size=(chains, draws, m)),
+        "b": rng.normal(size=(chains, draws, q)),
+        "a": np.exp(rng.normal(0, 0.3, size=(chains, draws, q))),
+        "gamma_judge": np.exp(rng.normal(1, 0.3, size=(chains, draws, 3))),
+        "severity": rng.normal(size=(chains, draws, 3)),
+        "level_scale": np.exp(rng.normal(0, 0.5, size=(chains, draws, 3))),
+    }
+    idata = az.from_dict(posterior=post)
+    got = judge_levels(idata, ds)
+    flat = {k: v.reshape(chains * draws, *v.shape[2:]) for k, v in post.items()}
+    i, j = ds.arena_model, ds.arena_item
+    eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
+    pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
+    level = flat["severity"] + flat["level_scale"] * flat["gamma_judge"] * pbar[:, None]
+    want = level - level.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # the intercepts alone differ by each judge's slope times pbar
+    assert not np.allclose(got, flat["severity"] - flat["severity"].mean(axis=1, keepdims=True))

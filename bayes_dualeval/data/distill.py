@@ -4,11 +4,17 @@ For every prompt and every pair of models that both answered it (as one judge sc
 them: pairs never join two judges' rewards), DualEval's soft target is
 ``t = sigmoid(z_i - z_j)`` on the normalised rewards. Two kinds of pair are set apart:
 
-* a **tie** when ``|z_i - z_j|`` is at or below the ``tie_ratio`` quantile of all pairwise
-  ``|dz|``: it carries no likelihood and is dropped (only counted);
-* a **both-bad** pair when ``max(z_i, z_j)`` is at or below the ``bb_ratio`` quantile of all
-  pairwise maxima (and it is not a tie): it anchors both models' success probabilities
-  down instead of ranking them.
+* a **tie** when ``|z_i - z_j|`` is at or below the ``tie_ratio`` quantile of its judge's
+  pairwise ``|dz|``: it carries no likelihood and is dropped (only counted);
+* a **both-bad** pair when ``max(z_i, z_j)`` is at or below the ``bb_ratio`` quantile of its
+  judge's pairwise maxima (and it is not a tie): it anchors both models' success
+  probabilities down instead of ranking them.
+
+The cut-offs are each judge's own (one pair of cut-offs with one judge). Pooled over
+judges, a strict judge's pairs fell below the both-bad cut-off more often than a lenient
+one's, and the pairs a judge kept depended on how it scored the models' families: on the
+judge study's arena-heavy style design (docs/validation.md §11) 3 of 9 judge x family
+biases excluded 0 on data without any, 1 of 9 with every pair kept.
 
 Rewards that take a few values (a judge's win / draw / loss, HELM's 0 / 0.5 / 1) put
 atoms in these distributions: on AlpacaEval's judges 73% of the pairs have ``|dz| = 0`` and
@@ -60,8 +66,9 @@ class Pairs:
         The judge of both rewards of the pair (index into ``Dataset.judges``).
     n_total, n_tie : int
         Number of pairs before dropping ties, and of ties dropped.
-    tie_threshold, bb_threshold : float
-        The ``|dz|`` and ``max(z)`` cut-offs (``-inf`` when disabled).
+    tie_threshold, bb_threshold : numpy.ndarray of float64, shape (n_judges,)
+        Each judge's ``|dz|`` and ``max(z)`` cut-offs (index ``Dataset.judges``; ``-inf``
+        when disabled, or for a judge without pairs).
     tie_ratio, bb_ratio : float
         The quantile levels used.
     """
@@ -78,8 +85,8 @@ class Pairs:
     judge: np.ndarray
     n_total: int
     n_tie: int
-    tie_threshold: float
-    bb_threshold: float
+    tie_threshold: np.ndarray
+    bb_threshold: np.ndarray
     tie_ratio: float
     bb_ratio: float
 
@@ -99,7 +106,7 @@ class Pairs:
         return self.n_pairs - self.n_both_bad
 
     def summary_dict(self) -> dict:
-        """Counts and thresholds as a plain dict."""
+        """Counts and thresholds as a plain dict (a threshold per judge with several)."""
         return {
             "pairs_total": int(self.n_total),
             "pairs_decisive": self.n_decisive,
@@ -107,9 +114,15 @@ class Pairs:
             "pairs_tie": int(self.n_tie),
             "tie_ratio": self.tie_ratio,
             "bb_ratio": self.bb_ratio,
-            "tie_threshold": float(self.tie_threshold),
-            "bb_threshold": float(self.bb_threshold),
+            "tie_threshold": _plain(self.tie_threshold),
+            "bb_threshold": _plain(self.bb_threshold),
         }
+
+
+def _plain(thresholds: np.ndarray):
+    """One judge's cut-off as a float; several judges' as a list."""
+    values = [float(v) for v in np.ravel(thresholds)]
+    return values[0] if len(values) == 1 else values
 
 
 def enumerate_pairs(item: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,6 +177,24 @@ def cutoff(values: np.ndarray, ratio: float) -> float:
     return float(q)
 
 
+def judge_cutoffs(values: np.ndarray, judge: np.ndarray, n_judges: int, ratio: float):
+    """Each judge's :func:`cutoff` of its pairs' ``values``, shape (n_judges,).
+
+    ``judge`` (index per pair) picks each judge's values; a judge without pairs gets
+    ``-inf``.
+    """
+    out = np.full(n_judges, -np.inf)
+    if n_judges == 1:
+        out[0] = cutoff(values, ratio)
+        return out
+    order = np.argsort(judge, kind="stable")
+    bounds = np.searchsorted(judge[order], np.arange(n_judges + 1))
+    for k in range(n_judges):  # a few judges: one quantile each
+        if bounds[k + 1] > bounds[k]:
+            out[k] = cutoff(values[order[bounds[k] : bounds[k + 1]]], ratio)
+    return out
+
+
 def distill(
     dataset,
     *,
@@ -177,11 +208,11 @@ def distill(
     dataset : Dataset
         The dataset; its normalised rewards ``arena_z`` are used.
     bb_ratio : float
-        Quantile of all pairwise ``max(z_i, z_j)`` at or below which a pair is both-bad;
-        0 disables both-bad pairs.
+        Quantile of a judge's pairwise ``max(z_i, z_j)`` at or below which its pair is
+        both-bad; 0 disables both-bad pairs.
     tie_ratio : float
-        Quantile of all pairwise ``|z_i - z_j|`` at or below which a pair is a tie; 0
-        disables ties.
+        Quantile of a judge's pairwise ``|z_i - z_j|`` at or below which its pair is a tie;
+        0 disables ties.
 
     Returns
     -------
@@ -209,21 +240,27 @@ def distill(
 
     dz = z[first] - z[second]
     n_total = len(dz)
-    tie_thr = bb_thr = -np.inf
+    judge = np.asarray(dataset.arena_judge)[order][first]
+    n_judges = max(len(dataset.judges), 1)
     keep = None
     if tie_ratio > 0 and n_total:
         adz = np.abs(dz)
-        tie_thr = cutoff(adz, tie_ratio)
-        keep = adz > np.float32(tie_thr)
+        tie_thr = judge_cutoffs(adz, judge, n_judges, tie_ratio)
+        keep = adz > tie_thr[judge].astype(np.float32)
         del adz
+    else:
+        tie_thr = np.full(n_judges, -np.inf)
     both_bad = np.zeros(n_total, dtype=bool)
     if bb_ratio > 0 and n_total:
         top = np.maximum(z[first], z[second])
-        bb_thr = cutoff(top, bb_ratio)
-        both_bad = top <= np.float32(bb_thr)
+        bb_thr = judge_cutoffs(top, judge, n_judges, bb_ratio)
+        both_bad = top <= bb_thr[judge].astype(np.float32)
         del top
+    else:
+        bb_thr = np.full(n_judges, -np.inf)
     if keep is not None:
         first, second, dz, both_bad = first[keep], second[keep], dz[keep], both_bad[keep]
+        judge = judge[keep]
     target = 0.5 * (1.0 + np.tanh(0.5 * dz))  # sigmoid(dz) without overflow
     return Pairs(
         item=item_sorted[first].astype(np.int32),
@@ -235,7 +272,7 @@ def distill(
         both_bad=both_bad,
         prompt_models=prompt_models,
         unit_models=unit_size[first].astype(np.int32),
-        judge=dataset.arena_judge[order][first].astype(np.int32),
+        judge=judge.astype(np.int32),
         n_total=n_total,
         n_tie=n_total - len(first),
         tie_threshold=tie_thr,

@@ -66,8 +66,10 @@ class Bank:
     reward_centre, reward_scale : dict
         Per arena source, the mean and standard deviation the fit's normalisation used
         (one entry ``""`` when rewards were normalised globally).
-    tie_threshold, bb_threshold : float
-        The ``|dz|`` and ``max(z)`` cut-offs of the bank's pair distillation.
+    tie_threshold, bb_threshold : numpy.ndarray, shape (n_judges,)
+        Each judge's ``|dz|`` and ``max(z)`` cut-offs of the bank's pair distillation
+        (index ``dataset.judges``; ``-inf`` where none; a plain number applies to every
+        judge).
     facets : ArenaFacets or None
         How the bank's arena cells meet its judges, families and style covariates
         (:func:`~bayes_dualeval.model.facets.arena_facets`), None without facets; their
@@ -89,8 +91,8 @@ class Bank:
     draws: dict
     reward_centre: dict
     reward_scale: dict
-    tie_threshold: float
-    bb_threshold: float
+    tie_threshold: np.ndarray
+    bb_threshold: np.ndarray
     facets: ArenaFacets | None = None
     approximate: str = ""
     version: str = __version__
@@ -186,7 +188,7 @@ class Bank:
             else:
                 draws[name] = None
         centre, scale = _reward_normalisation(dataset)
-        pairs = None
+        pairs, none = None, np.full(max(len(dataset.judges), 1), -np.inf)
         if len(dataset.arena_z) and model.arena_term != "reward":
             config = model.config
             pairs = distill(dataset, bb_ratio=config.bb_ratio, tie_ratio=config.tie_ratio)
@@ -198,8 +200,8 @@ class Bank:
             draws=draws,
             reward_centre=centre,
             reward_scale=scale,
-            tie_threshold=float(pairs.tie_threshold) if pairs is not None else -np.inf,
-            bb_threshold=float(pairs.bb_threshold) if pairs is not None else -np.inf,
+            tie_threshold=none if pairs is None else pairs.tie_threshold,
+            bb_threshold=none if pairs is None else pairs.bb_threshold,
             facets=facets,
             approximate=approximate,
             version=written,

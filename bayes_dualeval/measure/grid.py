@@ -96,15 +96,31 @@ class ArenaPairs:
         return len(self.model)
 
 
-def pair_kinds(bank: Bank, z, z_other) -> tuple[np.ndarray, np.ndarray]:
+def pair_kinds(bank: Bank, z, z_other, judge) -> tuple[np.ndarray, np.ndarray]:
     """Which pairs of normalised rewards the fit keeps, and which of those are both-bad.
 
-    A pair is a tie (not kept) when ``|z - z_other|`` is at or below the bank's tie
-    threshold, and both-bad when its larger reward is at or below the bank's both-bad
-    threshold; elementwise over broadcast ``z`` and ``z_other``.
+    A pair is a tie (not kept) when ``|z - z_other|`` is at or below its judge's tie
+    threshold in the bank, and both-bad when its larger reward is at or below its judge's
+    both-bad threshold; elementwise over broadcast ``z``, ``z_other`` and ``judge`` (index
+    into the bank dataset's judges; a bank whose thresholds are plain numbers applies them
+    to every judge).
     """
-    kept = np.abs(z - z_other) > bank.tie_threshold
-    return kept, np.maximum(z, z_other) <= bank.bb_threshold
+    tie, bb = (np.asarray(t) for t in (bank.tie_threshold, bank.bb_threshold))
+    tie, bb = (t[judge] if t.ndim else t for t in (tie, bb))
+    return np.abs(z - z_other) > tie, np.maximum(z, z_other) <= bb
+
+
+def _dataset_judge(bank: Bank, judge: np.ndarray) -> np.ndarray:
+    """The bank dataset's judge index of arena judges ``judge`` (index into the facets').
+
+    Without facets the arena has one judge: its cells' judge in the dataset.
+    """
+    ds = bank.dataset
+    if bank.facets is None:
+        first = int(ds.arena_judge[0]) if len(ds.arena_judge) else 0
+        return np.full(np.shape(judge), first, np.int64)
+    index = np.searchsorted(np.asarray(ds.judges).astype(str), bank.facets.judges)
+    return index[judge]
 
 
 def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
@@ -129,10 +145,10 @@ def arena_pairs(bank: Bank, resp: Responses) -> ArenaPairs:
     row = both["row"].to_numpy()
     z, z_other = resp.arena_z[row], both["z_other"].to_numpy(dtype=np.float64)
     dz = z - z_other
-    keep, both_bad = pair_kinds(bank, z, z_other)
+    item, judge = both["item"].to_numpy(), both["judge"].to_numpy()
+    keep, both_bad = pair_kinds(bank, z, z_other, _dataset_judge(bank, judge))
     if bank.model.arena_term == "bt":
         keep &= ~both_bad
-    item, judge = both["item"].to_numpy(), both["judge"].to_numpy()
     # the models of the pair's unit (its prompt as its judge scored it), the new one too
     n_judges = bank.facets.n_judges if bank.facets is not None else 1
     unit_models = np.bincount(

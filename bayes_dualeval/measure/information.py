@@ -93,11 +93,13 @@ def prompts(bank) -> Prompts:
     if len(ds.arena_item):
         other = np.asarray(ds.arena_model)[index]
         z = np.asarray(ds.arena_z, dtype=np.float64)[index]
+        judge = np.asarray(ds.arena_judge, dtype=np.int64)[index]
     else:
-        other, z = np.zeros_like(index), np.zeros(index.shape)
-    # every pair of the prompt's bank models once: (Q, M, M) upper triangle
+        other, z, judge = np.zeros_like(index), np.zeros(index.shape), np.zeros_like(index)
+    # every pair of the prompt's bank models once, as one judge scored both: (Q, R, R)
     both = (mask[:, :, None] * mask[:, None, :]) * np.triu(np.ones(mask.shape[1:] * 2), 1)
-    kept, bad = pair_kinds(bank, z[:, :, None], z[:, None, :])
+    both = both * (judge[:, :, None] == judge[:, None, :])
+    kept, bad = pair_kinds(bank, z[:, :, None], z[:, None, :], judge[:, :, None])
     n_pairs = np.maximum(both.sum(axis=(1, 2)), 1.0)
     bt = bank.model.arena.kind == "bt"
     decisive = (both * (kept & ~bad)).sum(axis=(1, 2)) / n_pairs

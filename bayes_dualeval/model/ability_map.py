@@ -52,6 +52,19 @@ def ability_at(theta, model, item):
     return theta[model]
 
 
+def abilities_of(draws, item_domain):
+    """The abilities the items see in one draw (a mapping of site values).
+
+    ``theta``, or the :class:`AbilityMap` of ``theta_domain`` (each item's domain
+    ``item_domain``) or of ``theta_dims`` and the items' ``loading``.
+    """
+    if "theta_dims" in draws:
+        return AbilityMap(draws["theta_dims"], draws["loading"])
+    if "theta_domain" in draws:
+        return domain_map(draws["theta"], draws["theta_domain"], item_domain)
+    return draws["theta"]
+
+
 def domain_map(theta, theta_domain, item_domain) -> AbilityMap:
     """The ability map of domain abilities (NumPy or JAX arrays).
 

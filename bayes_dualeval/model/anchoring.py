@@ -170,14 +170,15 @@ def _level(gamma, level_c, inputs: ModelInputs, facets):
         return target, (gamma / inputs.prompt_se) ** 2
     units = inputs.unit_n.shape[0]
     judge = jnp.arange(units) // inputs.n_items
-    shift = level_c[inputs.level_group]
-    if facets.severity is not None:
-        shift = shift + facets.severity[judge]
     # each unit's mean offset (family biases, style), which its mean score adds to gamma pbar
     offsets = cell_scores(jnp.zeros(inputs.arena_item.shape[0]), facets, inputs)
     n = jnp.maximum(inputs.unit_n, 1.0)
-    shift = shift + jax.ops.segment_sum(offsets, inputs.arena_unit, units) / n
+    mean_offset = jax.ops.segment_sum(offsets, inputs.arena_unit, units) / n
+    # the level mean is linear in pbar: its value at pbar = 0 and its slope
+    shift = level_c[inputs.level_group] + facets.level_mean(mean_offset, judge)
     scale = facets.gamma[judge]
+    if facets.level_scale is not None:
+        scale = facets.level_scale[judge] * scale
     target = (inputs.prompt_zbar - shift) / scale
     precision = jnp.where(inputs.unit_n > 0, (scale / inputs.prompt_se) ** 2, 0.0)
     per_judge = (-1, inputs.n_items)  # units (J Q,) as (J, Q)

@@ -270,8 +270,9 @@ def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
 
     Per unit (a prompt as one judge scored it; :attr:`ModelInputs.unit_n`), summed over
     a prompt's judges: :func:`~bayes_dualeval.model.arena_term.level` of the mean of the
-    unit's cells' ``scores`` (``gamma pbar`` without facets), shifted by its judge's
-    severity where the facets have one.
+    unit's cells' ``scores`` (``gamma pbar`` without facets), read through the facets'
+    :meth:`~bayes_dualeval.model.facets.Facets.level_mean` where the arena has them (its
+    judge's severity, and the level scale).
 
     ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
@@ -284,9 +285,8 @@ def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
     """
     units = inputs.unit_n.shape[0]
     mean = jax.ops.segment_sum(scores, inputs.arena_unit, units) / jnp.maximum(inputs.unit_n, 1.0)
-    severity = None if facets is None else facets.severity
-    if severity is not None:
-        mean = mean + severity[jnp.arange(units) // inputs.n_items]
+    if facets is not None:
+        mean = facets.level_mean(mean, jnp.arange(units) // inputs.n_items)
     return _per_item(level_at_mean(mean, level_c, inputs), inputs)
 
 

@@ -17,8 +17,10 @@ def judged(arena, p, offset, model, theta, names, judges, self_preference, style
     """The arena rows as ``judges`` judges score them (step 8 of the simulator).
 
     ``p``, ``offset`` and ``model`` belong to the rows of ``arena`` (one per cell). Returns
-    the rows (``judge``, ``family`` and ``length`` fields added), the truth per judge and
-    each model's family.
+    the rows (``judge``, ``family`` and ``length`` fields added), the truth per judge
+    (``severity`` at a success probability of 0, ``slope``, and ``level``: the severity
+    plus the slope times the cells' mean success probability, the judge's shift on the
+    average answer) and each model's family.
     """
     rng = np.random.default_rng([seed, 2])
     families = [f"family-{chr(ord('a') + k)}" for k in range(judges)]
@@ -43,10 +45,15 @@ def judged(arena, p, offset, model, theta, names, judges, self_preference, style
         parts.append(part)
     rows = pd.concat(parts, ignore_index=True)
     rows["family"] = rows["model_label"].map(family_of)
+    # a judge's level at the average answer: what judges.csv's severity estimates
+    level = severity + slope * float(np.mean(p))
     truth = {
-        name: {"severity": float(severity[k]), "slope": float(slope[k]), "family": families[k]}
+        name: {
+            "severity": float(severity[k]), "slope": float(slope[k]),
+            "level": float(level[k]), "family": families[k],
+        }
         for k, name in enumerate(judge_names[: len(severity)])
-    }
+    }  # fmt: skip
     return {"arena": rows, "judges": truth, "family": family_of}
 
 

@@ -158,13 +158,9 @@ class DualEvalModel:
         ``theta_dims`` and the items' ``loading``
         (:class:`~bayes_dualeval.model.ability_map.AbilityMap`).
         """
-        from bayes_dualeval.model.ability_map import AbilityMap, domain_map
+        from bayes_dualeval.model.ability_map import abilities_of
 
-        if "theta_dims" in draws:
-            return AbilityMap(draws["theta_dims"], draws["loading"])
-        if "theta_domain" in draws:
-            return domain_map(draws["theta"], draws["theta_domain"], inputs.item_domain)
-        return draws["theta"]
+        return abilities_of(draws, inputs.item_domain)
 
     def item_parameters(self, draws: Mapping) -> dict:
         """The link's per-item arrays from ``draws`` (None where the link has none)."""

@@ -1,7 +1,8 @@
 """The judges' tables of a run with arena facets (:mod:`bayes_dualeval.model.facets`).
 
 * ``judges.csv``: one row per judge of the arena, its rows and models, its severity (the
-  level shift of its rewards; NaN without the level term) and discrimination
+  level shift of its rewards at the average arena answer, centred over judges:
+  :func:`judge_levels`; NaN without the level term) and discrimination
   (``gamma_judge``) with intervals, and its ``agreement``: the Spearman correlation over
   models between its mean normalised reward per model and the other judges' consensus (the
   mean of their per-model means), over the models both saw (NaN below three);
@@ -20,13 +21,18 @@ Empty tables (with their columns) where the run has no such facet.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.model import graders
-from bayes_dualeval.model.facets import arena_facets
+from bayes_dualeval.model import graders, links
+from bayes_dualeval.model.ability_map import abilities_of
+from bayes_dualeval.model.facets import Facets, arena_facets
+from bayes_dualeval.model.likelihood import cell_eta
 from bayes_dualeval.posterior.summaries import draws_of, interval
 
 JUDGE_COLUMNS = (
@@ -43,6 +49,13 @@ GRADER_COLUMNS = (
 )  # fmt: skip
 #: Fewest models two judges must share for ``agreement``.
 MIN_SHARED = 3
+#: Most posterior draws the judges' levels are computed from (evenly spaced).
+LEVEL_DRAWS = 1000
+#: The sites a judge's level reads.
+_LEVEL_SITES = (
+    "theta", "theta_domain", "theta_dims", "loading", "a", "b",
+    "gamma_judge", "severity", "level_scale",
+)  # fmt: skip
 
 
 def facet_tables(idata, dataset: Dataset, ci: float) -> dict[str, pd.DataFrame]:
@@ -104,7 +117,8 @@ def judge_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
     post = idata.posterior
     k = facet.n_judges
     nan = np.full(k, np.nan)
-    severity = _summary(draws_of(idata, "severity"), ci) if "severity" in post else (nan,) * 3
+    levels = judge_levels(idata, dataset)
+    severity = _summary(levels, ci) if levels is not None else (nan,) * 3
     gamma = _summary(draws_of(idata, "gamma_judge"), ci) if "gamma_judge" in post else (nan,) * 3
     rows = np.bincount(facet.judge, weights=dataset.arena_n, minlength=k).astype(int)
     models = [len(np.unique(dataset.arena_model[facet.judge == j])) for j in range(k)]
@@ -123,6 +137,38 @@ def judge_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
         },
         columns=list(JUDGE_COLUMNS),
     )
+
+
+def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.ndarray | None:
+    """Each judge's severity as ``judges.csv`` reports it, per draw: (draws, judges).
+
+    The level the level term gives a judge's rewards at the average arena answer
+    (:meth:`~bayes_dualeval.model.facets.Facets.level_mean` of its discrimination times
+    the mean success probability over the arena cells), centred over judges: how much
+    lower (negative) or higher a judge scores the same answers than the others, on the
+    normalised rewards' scale. The model's ``severity`` is the level at a success
+    probability of 0, an extrapolation; where the judges' slopes differ it carries the
+    error of each slope times the distance to the data (docs/validation.md §11). None
+    without the level term.
+    """
+    post = idata.posterior
+    if "severity" not in post:
+        return None
+    facet = arena_facets(dataset, True)
+    keep = evenly_spaced(post.sizes["chain"] * post.sizes["draw"], max_draws)
+    draws = {s: jnp.asarray(draws_of(idata, s)[keep]) for s in _LEVEL_SITES if s in post}
+    model = jnp.asarray(dataset.arena_model[: len(facet.judge)])
+    item = jnp.asarray(dataset.arena_item[: len(facet.judge)])
+    every = jnp.arange(facet.n_judges)
+
+    def level(d):
+        eta = cell_eta(abilities_of(d, dataset.domain_index), d.get("a"), d["b"], model, item)
+        pbar = jnp.mean(links.probability(eta))
+        f = Facets(d["gamma_judge"], severity=d["severity"], level_scale=d.get("level_scale"))
+        return f.level_mean(f.gamma * pbar, every)
+
+    out = np.asarray(jax.vmap(level)(draws), np.float64)
+    return out - out.mean(axis=1, keepdims=True)
 
 
 def agreement(dataset: Dataset, judge: np.ndarray, n_judges: int) -> np.ndarray:

@@ -7,10 +7,12 @@ families, one per judge) and fits it with default NUTS through
 :func:`bayes_dualeval.runs.fit.fit`, as the command line does (``--style length`` and the
 rows' families). Cases (``--cases``):
 
-* ``facets``: 6 judges (``--judges``), no self-preference, no style; Spearman of the judges' fitted
-  severity and discrimination with the truth (the simulator's severity ``s_k`` and slope
-  ``g_k``), and how many of the 6 x 6 (judge, family) bias intervals exclude 0 (the null:
-  at most 1 in 10 should);
+* ``facets``: 6 judges (``--judges``), no self-preference, no style; Spearman of the
+  judges' fitted severity (``judges.csv``: the level at the average answer, against the
+  simulator's ``level``), of the model's intercept at p = 0 (against its ``severity``
+  ``s_k``) and of the discrimination (against its slope ``g_k``) with the truth, how many
+  severity and intercept 90% intervals cover it, and how many of the 6 x 6 (judge,
+  family) bias intervals exclude 0 (the null: at most 1 in 10 should);
 * ``self``: 4 judges, each preferring its own family (judge-a family-a, ...) by
   ``--self`` (1.0); how many of the own-family bias intervals are above 0, and how many
   are the largest of their judge's row?
@@ -85,6 +87,9 @@ def fit_case(case: str, seed: int, args) -> dict:
                 f"{tag}max_rhat": float(conv.max_rhat),
                 f"{tag}min_ess": float(min(conv.min_ess_bulk, conv.min_ess_tail)),
                 f"{tag}divergences": int(result.diagnostics["divergences"] or 0),
+                f"{tag}steps_per_draw": round(
+                    float(result.idata.sample_stats["n_steps"].mean()), 1
+                ),
                 f"{tag}seconds": round(time.perf_counter() - start, 1),
             }
         )
@@ -92,24 +97,40 @@ def fit_case(case: str, seed: int, args) -> dict:
         judges_t = tables["judges"].set_index("judge")
         names = list(truth["judges"])
         if case == "facets":
-            for what, column in (("severity", "severity_mean"), ("slope", "discrimination_mean")):
-                want = [truth["judges"][j][what] for j in names]
-                got = judges_t.loc[names, column].to_numpy()
-                out[f"{what}_spearman"] = float(stats.spearmanr(got, want).statistic)
-            # the severities on the z-normalised rewards' scale (centred over judges): each
-            # judge's 90% interval covers its truth?
-            raw = np.array([truth["judges"][j]["severity"] for j in names])
-            want = (raw - raw.mean()) / float(np.std(arena["reward"]))
-            lo = judges_t.loc[names, "severity_lo"].to_numpy()
-            hi = judges_t.loc[names, "severity_hi"].to_numpy()
-            out["severity_covered"] = int(((lo <= want) & (want <= hi)).sum())
-            out["severity_detail"] = {
-                "truth": np.round(want, 3).tolist(),
-                "mean": np.round(judges_t.loc[names, "severity_mean"].to_numpy(), 3).tolist(),
-                "lo": np.round(lo, 3).tolist(),
-                "hi": np.round(hi, 3).tolist(),
-                "true_slope": [round(truth["judges"][j]["slope"], 3) for j in names],
+            # judges.csv's severity is a judge's level at the average answer (the
+            # simulator's ``level``); the model's intercept at p = 0 is the ``severity``
+            # site (the simulator's ``severity``), both centred over judges, on the
+            # z-normalised rewards' scale
+            sd = float(np.std(arena["reward"]))
+            post = result.idata.posterior
+            intercept = np.asarray(post["severity"]).reshape(-1, len(names))
+            lo_i, hi_i = np.quantile(intercept, [0.05, 0.95], axis=0)
+            fitted = {
+                "severity": (
+                    judges_t.loc[names, "severity_mean"].to_numpy(),
+                    judges_t.loc[names, "severity_lo"].to_numpy(),
+                    judges_t.loc[names, "severity_hi"].to_numpy(),
+                    "level",
+                ),
+                "intercept": (intercept.mean(axis=0), lo_i, hi_i, "severity"),
             }
+            for what, (got, lo, hi, key) in fitted.items():
+                raw = np.array([truth["judges"][j][key] for j in names])
+                want = (raw - raw.mean()) / sd
+                out[f"{what}_spearman"] = float(stats.spearmanr(got, want).statistic)
+                out[f"{what}_covered"] = int(((lo <= want) & (want <= hi)).sum())
+                out[f"{what}_detail"] = {
+                    "truth": np.round(want, 3).tolist(),
+                    "mean": np.round(got, 3).tolist(),
+                    "lo": np.round(lo, 3).tolist(),
+                    "hi": np.round(hi, 3).tolist(),
+                }
+            want = [truth["judges"][j]["slope"] for j in names]
+            got = judges_t.loc[names, "discrimination_mean"].to_numpy()
+            out["slope_spearman"] = float(stats.spearmanr(got, want).statistic)
+            out["slope_pearson"] = float(np.corrcoef(got, want)[0, 1])
+            out["true_slope"] = [round(truth["judges"][j]["slope"], 3) for j in names]
+            out["discrimination"] = np.round(got, 3).tolist()
             out["severity_judges"] = len(names)
         if "judge_bias" in tables:
             bias = tables["judge_bias"]

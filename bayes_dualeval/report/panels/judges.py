@@ -55,8 +55,9 @@ def judges(doc: Markup, ctx: ReportContext) -> None:
     if table is not None:
         doc.para(
             f"{len(table)} judges scored the arena. Each has its own discrimination (how "
-            "strongly its rewards follow the models' success probabilities) and severity (the "
-            "level shift of its rewards, read from the prompts' mean rewards); the "
+            "strongly its rewards follow the models' success probabilities) and severity (how "
+            "much higher or lower than the other judges it scores the average answer, read "
+            "from the prompts' mean rewards); the "
             "leaderboard is judge-adjusted. Agreement is the rank correlation of a judge's "
             "mean reward per model with the other judges' consensus. The full table is "
             "judges.csv."
