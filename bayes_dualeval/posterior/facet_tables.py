@@ -54,7 +54,7 @@ LEVEL_DRAWS = 1000
 #: The sites a judge's level reads.
 _LEVEL_SITES = (
     "theta", "theta_domain", "theta_dims", "loading", "a", "b",
-    "gamma_judge", "severity", "level_scale",
+    "gamma_judge", "severity",
 )  # fmt: skip
 
 
@@ -164,7 +164,7 @@ def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.nd
     def level(d):
         eta = cell_eta(abilities_of(d, dataset.domain_index), d.get("a"), d["b"], model, item)
         pbar = jnp.mean(links.probability(eta))
-        f = Facets(d["gamma_judge"], severity=d["severity"], level_scale=d.get("level_scale"))
+        f = Facets(d["gamma_judge"], severity=d["severity"])
         return f.level_mean(f.gamma * pbar, every)
 
     out = np.asarray(jax.vmap(level)(draws), np.float64)
