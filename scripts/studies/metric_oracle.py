@@ -11,11 +11,17 @@ draws per chain, 4 chains). Then, from the chains' last state, rounds of 1,000 d
   (dense global block, diagonal elsewhere): the best metric of that shape;
 * ``oracle-dense`` (``--dense``): the same covariance over every coordinate, dense. With
   4,000 autocorrelated draws of several hundred coordinates its estimate is noisy, which
-  costs more steps than the correlations it adds recover.
+  costs more steps than the correlations it adds recover;
+* ``oracle-low-rank`` (``--low-rank``): low rank plus diagonal over every coordinate: the
+  draws' variances, and the eigen-directions of their correlation matrix whose
+  eigenvalues lie outside the Marchenko-Pastur bulk of noise (``(1 +- sqrt(d / n))^2``,
+  10% margin; at most :data:`MAX_RANK`) kept at their eigenvalues (the form of nutpie's
+  and BlackJAX's low-rank metrics, here estimated from the posterior's draws).
 
-Each line prints the mean leapfrog steps per draw, the step sizes and the ratio of steps to
-the default's. Fewer steps per draw is proportionally less sampling time; warm-up's own
-steps are not counted. Run it on an idle machine::
+Each line prints the mean leapfrog steps per draw, the ratio of steps to the default's,
+the least effective sample size over every latent coordinate (bulk and tail) per 1,000
+leapfrog steps (the measure issue 56 decides by), the step sizes and the seconds. Warm-up's
+own steps are not counted. Run it on an idle machine::
 
     python scripts/studies/metric_oracle.py data/
     python scripts/studies/metric_oracle.py PAPER_DIR  # simulate PAPER_DIR --models 18
@@ -30,12 +36,15 @@ import time
 from bayes_dualeval.inference.device import configure
 
 CHAINS = 4
+#: Most eigen-directions the low-rank metric keeps.
+MAX_RANK = 40
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data")
     parser.add_argument("--dense", action="store_true", help="also the full dense oracle")
+    parser.add_argument("--low-rank", action="store_true", help="also the low-rank oracle")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     configure(chains=CHAINS)
@@ -71,17 +80,19 @@ def main(argv=None) -> int:
     base = float(stats["num_steps"].mean())
     state = mcmc.last_state
     print(f"data: {args.data} ({inputs.n_models} models, {inputs.n_items} items)")
-    _line("default (adapted)", base, base, state, time.perf_counter() - start)
-
     unconstrained = _unconstrained(samples, inputs, config)
+    _line("default (adapted)", base, base, state, time.perf_counter() - start, unconstrained)
+
     shape = state.adapt_state.inverse_mass_matrix
     metrics = {
         "pooled": ([dense], nuts.adapted_metric(state, CHAINS)),
         "oracle": ([dense], _oracle(unconstrained, shape)),
     }
+    every = tuple(sorted(unconstrained))
     if args.dense:
-        every = tuple(sorted(unconstrained))
         metrics["oracle-dense"] = ([every], {every: _covariance(unconstrained, every)})
+    if args.low_rank:
+        metrics["oracle-low-rank"] = ([every], {every: _low_rank(unconstrained, every)})
     step = float(np.mean(state.adapt_state.step_size))
     fixed = dataclasses.replace(settings, warmup=150)  # the step size tuned again, only
     for label, (blocks, metric) in metrics.items():
@@ -102,20 +113,57 @@ def main(argv=None) -> int:
             run = MCMC(kernel, num_warmup=150, num_samples=settings.draws,
                        num_chains=CHAINS, chain_method=data_as_argument,
                        progress_bar=False, jit_model_args=True)  # fmt: skip
-        _, more = nuts._one_round(run, jax.random.PRNGKey(1), inputs, config, state.z)
+        drawn, more = nuts._one_round(run, jax.random.PRNGKey(1), inputs, config, state.z)
         steps = float(more["num_steps"].mean())
-        _line(label, steps, base, run.last_state, time.perf_counter() - start)
+        latent = _unconstrained(drawn, inputs, config)
+        _line(label, steps, base, run.last_state, time.perf_counter() - start, latent)
     return 0
 
 
-def _line(label, steps, base, state, seconds):
+def _line(label, steps, base, state, seconds, latent):
     import numpy as np
 
     eps = np.round(np.asarray(state.adapt_state.step_size), 3)
+    ess = _least_ess(latent)
+    per = ess / (steps * latent[next(iter(latent))].shape[0]) * 1000
     print(
         f"{label:18s} {steps:6.1f} steps per draw ({steps / base:.2f}x the default)  "
-        f"step sizes {eps}  {seconds:.1f} s with compilation"
+        f"least ESS {ess:.0f} ({per:.2f} per 1,000 steps)  step sizes {eps}  "
+        f"{seconds:.1f} s with compilation"
     )
+
+
+def _least_ess(latent):
+    """The least bulk or tail ESS over every latent coordinate (chains kept apart)."""
+    import arviz as az
+    import numpy as np
+
+    least = np.inf
+    for values in latent.values():
+        by_chain = values.reshape(CHAINS, -1, values.shape[1])
+        for method in ("bulk", "tail"):
+            ess = az.ess(az.convert_to_dataset(by_chain), method=method)
+            least = min(least, float(np.nanmin(ess.to_array().values)))
+    return least
+
+
+def _low_rank(unconstrained, names):
+    """Low rank plus diagonal (see the module): ``S (I + U (L - I) U^T) S``, float32."""
+    import numpy as np
+
+    x = np.concatenate([unconstrained[k] for k in names], axis=1).astype(np.float64)
+    n, d = x.shape
+    sd = x.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    lam, vec = np.linalg.eigh(np.corrcoef(x / sd, rowvar=False))
+    edge = np.sqrt(d / n)
+    outside = (lam > 1.1 * (1 + edge) ** 2) | (lam < 0.9 * (1 - edge) ** 2)
+    far = np.argsort(-np.abs(np.log(np.maximum(lam, 1e-12))))[:MAX_RANK]
+    keep = np.zeros(d, bool)
+    keep[far] = True
+    keep &= outside
+    corr = np.eye(d) + (vec[:, keep] * (lam[keep] - 1.0)) @ vec[:, keep].T
+    return (sd[:, None] * corr * sd[None, :]).astype(np.float32)
 
 
 def _unconstrained(samples, inputs, config):
