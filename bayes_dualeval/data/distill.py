@@ -10,11 +10,11 @@ them: pairs never join two judges' rewards), DualEval's soft target is
   judge's pairwise maxima (and it is not a tie): it anchors both models' success
   probabilities down instead of ranking them.
 
-The cut-offs are each judge's own (one pair of cut-offs with one judge). Pooled over
-judges, a strict judge's pairs fell below the both-bad cut-off more often than a lenient
-one's, and the pairs a judge kept depended on how it scored the models' families: on the
-judge study's arena-heavy style design (docs/validation.md §11) 3 of 9 judge x family
-biases excluded 0 on data without any, 1 of 9 with every pair kept.
+The cut-offs are each judge's own (one pair of cut-offs with one judge), so every judge
+loses the same share of its own pairs: pooled over judges on one scale, a strict judge's
+pairs fell below the both-bad cut-off more often than a lenient one's. (On the judge
+study's arena-heavy style design this did not change how many null judge x family
+biases exclude 0: 3 of 9 either way; docs/validation.md §11.)
 
 Rewards that take a few values (a judge's win / draw / loss, HELM's 0 / 0.5 / 1) put
 atoms in these distributions: on AlpacaEval's judges 73% of the pairs have ``|dz| = 0`` and

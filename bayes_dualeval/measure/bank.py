@@ -188,7 +188,7 @@ class Bank:
             else:
                 draws[name] = None
         centre, scale = _reward_normalisation(dataset)
-        pairs, none = None, np.full(max(len(dataset.judges), 1), -np.inf)
+        pairs, no_cutoff = None, np.full(max(len(dataset.judges), 1), -np.inf)
         if len(dataset.arena_z) and model.arena_term != "reward":
             config = model.config
             pairs = distill(dataset, bb_ratio=config.bb_ratio, tie_ratio=config.tie_ratio)
@@ -200,8 +200,8 @@ class Bank:
             draws=draws,
             reward_centre=centre,
             reward_scale=scale,
-            tie_threshold=none if pairs is None else pairs.tie_threshold,
-            bb_threshold=none if pairs is None else pairs.bb_threshold,
+            tie_threshold=no_cutoff if pairs is None else pairs.tie_threshold,
+            bb_threshold=no_cutoff if pairs is None else pairs.bb_threshold,
             facets=facets,
             approximate=approximate,
             version=written,

@@ -174,7 +174,7 @@ def _level(gamma, level_c, inputs: ModelInputs, facets):
     offsets = cell_scores(jnp.zeros(inputs.arena_item.shape[0]), facets, inputs)
     n = jnp.maximum(inputs.unit_n, 1.0)
     mean_offset = jax.ops.segment_sum(offsets, inputs.arena_unit, units) / n
-    # the level mean is linear in pbar: its value at pbar = 0 and its slope
+    # the level mean at pbar = 0; its slope in pbar is the judge's gamma
     shift = level_c[inputs.level_group] + facets.level_mean(mean_offset, judge)
     scale = facets.gamma[judge]
     target = (inputs.prompt_zbar - shift) / scale

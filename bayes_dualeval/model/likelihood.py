@@ -272,7 +272,7 @@ def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
     a prompt's judges: :func:`~bayes_dualeval.model.arena_term.level` of the mean of the
     unit's cells' ``scores`` (``gamma pbar`` without facets), read through the facets'
     :meth:`~bayes_dualeval.model.facets.Facets.level_mean` where the arena has them (its
-    judge's severity, and the level scale).
+    judge's severity).
 
     ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
