@@ -54,7 +54,10 @@ def test_level_difficulty_solves_the_level_equation(setup):
     b_star, _ = anchoring.level_difficulty(theta, a, gamma, jnp.asarray(level_c), inputs)
     pbar, _ = anchoring._mean_probability(b_star, a, theta, inputs)
     arena = np.asarray(inputs.prompt_n) > 0
-    target = (np.asarray(inputs.prompt_zbar) - level_c[np.asarray(inputs.level_group)]) / gamma
+    # the level at p = 1/2 is c_s: pbar = 1/2 + (zbar - c_s) / gamma
+    target = (
+        0.5 + (np.asarray(inputs.prompt_zbar) - level_c[np.asarray(inputs.level_group)]) / gamma
+    )
     # level_start puts every target inside [m / (1 + 2m), (1 + m) / (1 + 2m)]
     assert np.all((target[arena] > 0.1) & (target[arena] < 0.9))
     np.testing.assert_allclose(np.asarray(pbar)[arena], target[arena], atol=1e-4)

@@ -212,9 +212,10 @@ def test_judges_tables_find_the_self_preference(judged_run):
 def test_a_judges_severity_is_its_level_at_the_average_answer():
     """judges.csv reads the level term at the arena cells' mean success probability.
 
-    Computed by hand from posterior draws: ``severity_k + gamma_k pbar`` per draw, with
-    ``pbar`` the mean of ``sigmoid(a_q (theta_i - b_q))`` over the arena cells, centred
-    over judges; not the model's intercept ``severity_k`` (at a success probability of 0).
+    Computed by hand from posterior draws: ``severity_k + gamma_k (pbar - 1/2)`` per draw,
+    with ``pbar`` the mean of ``sigmoid(a_q (theta_i - b_q))`` over the arena cells, centred
+    over judges; not the model's intercept ``severity_k`` (at a success probability of
+    one half).
     """
     import arviz as az
 
@@ -236,7 +237,7 @@ def test_a_judges_severity_is_its_level_at_the_average_answer():
     i, j = ds.arena_model, ds.arena_item
     eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
     pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
-    level = flat["severity"] + flat["gamma_judge"] * pbar[:, None]
+    level = flat["severity"] + flat["gamma_judge"] * (pbar[:, None] - 0.5)
     want = level - level.mean(axis=1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the intercepts alone differ by each judge's slope times pbar

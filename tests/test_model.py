@@ -162,7 +162,7 @@ def test_pair_terms_match_a_plain_loop():
 
 
 def test_level_term_matches_a_plain_computation():
-    """Each prompt's mean reward ~ Normal(c_s + gamma mean p, noise / sqrt(n))."""
+    """Each prompt's mean reward ~ Normal(c_s + gamma (mean p - 1/2), noise / sqrt(n))."""
     ds = small_dataset(missing=0.2)
     config = ModelConfig()
     inputs, _ = build_inputs(ds, config)
@@ -183,7 +183,7 @@ def test_level_term_matches_a_plain_computation():
     for q in prompts:
         cells = q_idx == q
         sd = noise / np.sqrt(cells.sum())
-        z = (ds.arena_z[cells].mean() - c - gamma * p[cells].mean()) / sd
+        z = (ds.arena_z[cells].mean() - c - gamma * (p[cells].mean() - 0.5)) / sd
         expected += -0.5 * z**2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
     with_level = arena_loglik(*(params[k] for k in ("theta", "a", "b", "gamma")), 1.0, inputs,
                               config, params["level_c"])  # fmt: skip

@@ -143,7 +143,7 @@ class FittedRun:
     def arena_scores(self, d: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The arena cells' scores under draws ``d``, from their probabilities ``p`` (D, R).
 
-        ``gamma p`` without facets; with them :func:`~bayes_dualeval.model.facets.scores`
+        ``gamma (p - 1/2)`` without facets; with them :func:`~bayes_dualeval.model.facets.scores`
         of every draw at once (judge discriminations, family biases and style).
         """
         if self.facets is None:

@@ -9,9 +9,10 @@ with two exceptions:
   and ceilings alike near 0.5, so on some item the ceiling can fall below the floor,
   where the likelihood is undefined;
 * with the arena level term, ``gamma`` and ``level_c`` start where every prompt's mean
-  reward is attainable (:func:`level_start`): a prompt's mean ``c_s + gamma pbar_q`` can
-  only lie between ``c_s`` and ``c_s + gamma``, and a start far outside puts every
-  anchored difficulty at the edge of the scale (:mod:`bayes_dualeval.model.anchoring`).
+  reward is attainable (:func:`level_start`): a prompt's mean ``c_s + gamma (pbar_q -
+  1/2)`` can only lie between ``c_s - gamma / 2`` and ``c_s + gamma / 2``, and a start far
+  outside puts every anchored difficulty at the edge of the scale
+  (:mod:`bayes_dualeval.model.anchoring`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 from numpyro.distributions import constraints
 from numpyro.infer import init_to_median, init_to_uniform
 
+from bayes_dualeval.model.arena_term import reward_score
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.priors import uses_level
@@ -38,10 +40,11 @@ def level_start(inputs: ModelInputs) -> tuple[jax.Array, jax.Array]:
     """Starting ``gamma`` and ``level_c`` (one per arena source) for the level term.
 
     Each source's prompt means ``zbar_q`` (per unit: a prompt as one judge scored it)
-    span ``[lo_s, hi_s]``; its intercept starts at
-    ``lo_s - m (hi_s - lo_s)`` and ``gamma`` at the largest ``(1 + 2 m) (hi_s - lo_s)``
-    (``m`` = :data:`LEVEL_MARGIN`), so every prompt's target ``pbar_q`` lies within
-    ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]`` at the start. Written in JAX, so that the
+    span ``[lo_s, hi_s]``; ``gamma`` starts at the largest ``(1 + 2 m) (hi_s - lo_s)``
+    (``m`` = :data:`LEVEL_MARGIN`) and the intercept, the level at a success probability
+    of one half (:func:`~bayes_dualeval.model.arena_term.reward_score`), where every
+    prompt's target ``pbar_q`` lies within ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]``: at
+    ``lo_s - m (hi_s - lo_s) + gamma / 2`` for the widest source, the middle of its means. Written in JAX, so that the
     start is a function of the inputs inside a compiled program (their values are not
     constants of it; :func:`bayes_dualeval.inference.nuts.data_as_argument`).
     """
@@ -52,7 +55,7 @@ def level_start(inputs: ModelInputs) -> tuple[jax.Array, jax.Array]:
     hi = jax.ops.segment_max(jnp.where(used, zbar, -jnp.inf), inputs.level_group, k)
     span = jnp.maximum(hi - lo, 0.5)
     gamma = jnp.max((1.0 + 2.0 * LEVEL_MARGIN) * span)
-    return gamma, (lo - LEVEL_MARGIN * span).astype(jnp.float32)
+    return gamma, (lo - LEVEL_MARGIN * span - reward_score(0.0, gamma)).astype(jnp.float32)
 
 
 def init_strategy(config: ModelConfig, inputs: ModelInputs | None = None):

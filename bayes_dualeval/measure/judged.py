@@ -1,7 +1,7 @@
 """New arena responses against a bank whose arena has judges, families or style covariates.
 
 A bank fitted with the arena's facets (:mod:`bayes_dualeval.model.facets`) scores an arena
-cell ``s = gamma_k p + beta_{k, f} + x . lambda_k``. Measuring a new model with it needs,
+cell ``s = gamma_k (p - 1/2) + beta_{k, f} + x . lambda_k``. Measuring a new model with it needs,
 for each of the model's arena rewards, the judge who gave it (one of the bank's: a new
 judge's discrimination and biases are not in the bank), its style covariates (standardised
 with the bank's mapping, kept in the run) and the model's family (one of the bank's

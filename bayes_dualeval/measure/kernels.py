@@ -301,7 +301,7 @@ def _static(lay, draws, theta, rows):
 def _pairs(lay, draws, theta, rows):
     """:func:`~bayes_dualeval.model.arena_term.pair` of every pair, and the both-bad terms.
 
-    The scores are ``gamma p`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`).
+    The scores are ``gamma (p - 1/2)`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`).
     """
     b, a = _take(draws, "b", rows, lay.pair_item), _take(draws, "a", rows, lay.pair_item)
     family = jnp.broadcast_to(lay.model_family[:, None], lay.pair_judge.shape)
@@ -334,9 +334,9 @@ def _pairs(lay, draws, theta, rows):
 def _scores(lay, draws, rows, p, judge, family, style):
     """The scores of cells with success probabilities ``p`` (D, K, N, G), at draws ``rows``.
 
-    ``gamma p`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`); with facets
+    ``gamma (p - 1/2)`` (:meth:`~bayes_dualeval.model.arena_term.ArenaTerm.score`); with facets
     :func:`~bayes_dualeval.model.facets.scores`, of the cells' ``judge``, ``family`` (K, N)
-    and ``style`` (K, N, C): ``gamma_k p`` plus offsets that do not depend on the grid.
+    and ``style`` (K, N, C): ``gamma_k (p - 1/2)`` plus offsets that do not depend on the grid.
     """
     gamma = draws["gamma"][rows]  # (D,)
     if not lay.facets:

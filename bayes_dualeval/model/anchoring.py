@@ -1,8 +1,9 @@
 """Arena difficulties drawn around the level their mean reward implies.
 
 Under the arena level term (``arena_level = "mean"``) a prompt's mean normalised reward
-pins ``c_s + gamma * pbar_q`` to within its standard error ``se_q``, where ``pbar_q`` is the
-mean success probability of the models that answered it. For given abilities,
+pins ``c_s + gamma (pbar_q - 1/2)`` to within its standard error ``se_q``, where ``pbar_q``
+is the mean success probability of the models that answered it (the mean of the cells'
+scores, :func:`~bayes_dualeval.model.arena_term.reward_score`). For given abilities,
 discrimination ``a_q``, ``gamma`` and ``c_s`` that fixes ``b_q`` to a narrow interval, and
 the interval moves whenever any of them moves: in ``(a_q, b_q)`` the posterior is a thin
 curved ridge (the contour of ``pbar_q``), and across prompts every ``b_q`` has to move in
@@ -10,7 +11,7 @@ step with ``gamma``, ``c_s`` and the abilities. NUTS with a diagonal mass matrix
 neither; it takes tiny steps, hits its tree depth, and mixes the globals poorly.
 
 Anchored coordinates remove that coupling. For each anchored prompt the model solves
-``pbar_q(b) = t_q`` with ``t_q = (zbar_q - c_s) / gamma`` (clipped into the attainable
+``pbar_q(b) = t_q`` with ``t_q = 1/2 + (zbar_q - c_s) / gamma`` (clipped into the attainable
 range) for the level-implied difficulty ``b*_q``, and draws
 
 ``b_q = b*_q + s_q v_q``,   ``v_q`` a standard-normal coordinate,
@@ -26,10 +27,10 @@ globals do.
 
 With several judges (or style covariates; :mod:`bayes_dualeval.model.facets`) a prompt
 has a level per judge (a *unit*), each nearly linear in ``pbar_q``:
-``zbar_qk ~ c_s + delta_k + mean offset_qk + gamma_k pbar_q``. The target is then the
-precision-weighted mean of the units' targets,
-``t_q = sum_k pi_qk t_qk / sum_k pi_qk`` with ``t_qk = (zbar_qk - c_s - delta_k - mean
-offset_qk) / gamma_k`` and ``pi_qk = (gamma_k / se_qk)^2``, and the scale reads every
+``zbar_qk ~ c_s + delta_k + mean offset_qk + gamma_k (pbar_q - 1/2)``. The target is then
+the precision-weighted mean of the units' targets,
+``t_q = sum_k pi_qk t_qk / sum_k pi_qk`` with ``t_qk = 1/2 + (zbar_qk - c_s - delta_k -
+mean offset_qk) / gamma_k`` and ``pi_qk = (gamma_k / se_qk)^2``, and the scale reads every
 unit's curvature, ``s_q^-2 = (a_q w_q)^2 sum_k pi_qk + sigma_b^-2``; ``pbar_q`` and
 ``w_q`` are over the cells of the prompt's unit with the most cells
 (``ModelInputs.anchor_unit``). Any deterministic choice keeps the change of variables
@@ -46,6 +47,7 @@ import jax.numpy as jnp
 from bayes_dualeval.model import links
 from bayes_dualeval.model.ability_map import ability_at
 from bayes_dualeval.model.arena_matrix import prompt_ability, prompt_sums, to_items
+from bayes_dualeval.model.arena_term import reward_score
 from bayes_dualeval.model.facets import cell_scores, has_facets
 from bayes_dualeval.model.inputs import ModelInputs
 
@@ -160,17 +162,19 @@ def _newton(theta, a, target, inputs: ModelInputs):
 def _level(gamma, level_c, inputs: ModelInputs, facets):
     """Each prompt's level target ``t_q`` and its precision, over every item (Q,).
 
-    ``t_q`` is the ``pbar_q`` its mean reward implies, ``(zbar_q - c_s) / gamma``; the
+    ``t_q`` is the ``pbar_q`` its mean reward implies, ``1/2 + (zbar_q - c_s) / gamma``; the
     precision ``(gamma / se_q)^2`` is the level term's curvature in ``pbar_q``. With facets,
     the precision-weighted mean over the prompt's units and the sum of their precisions
     (see the module).
     """
     if facets is None:
-        target = (inputs.prompt_zbar - level_c[inputs.level_group]) / gamma
-        return target, (gamma / inputs.prompt_se) ** 2
+        # the score is linear in p: its value at p = 0 and its slope gamma
+        shift = level_c[inputs.level_group] + reward_score(0.0, gamma)
+        return (inputs.prompt_zbar - shift) / gamma, (gamma / inputs.prompt_se) ** 2
     units = inputs.unit_n.shape[0]
     judge = jnp.arange(units) // inputs.n_items
-    # each unit's mean offset (family biases, style), which its mean score adds to gamma pbar
+    # each unit's mean score at p = 0 (with the family biases and style), to which its
+    # mean score adds gamma_k pbar
     offsets = cell_scores(jnp.zeros(inputs.arena_item.shape[0]), facets, inputs)
     n = jnp.maximum(inputs.unit_n, 1.0)
     mean_offset = jax.ops.segment_sum(offsets, inputs.arena_unit, units) / n

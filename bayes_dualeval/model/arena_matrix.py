@@ -108,7 +108,7 @@ def to_items(values, matrix: ArenaMatrix, n_items: int):
 def pair_total(scores, matrix: ArenaMatrix):
     """Every decisive pair's :func:`~bayes_dualeval.model.arena_term.pair`, summed.
 
-    ``scores`` are the cells' scores (Qa, M) (``gamma p``). The logits of every pair slot
+    ``scores`` are the cells' scores (Qa, M) (``gamma (p - 1/2)``). The logits of every pair slot
     come from one matrix product, which runs at full float32 precision on every device (a
     GPU's default TF32 would blur the differences of probabilities); the linear parts are
     one weighted sum of the scores.

@@ -10,11 +10,13 @@ kernels, the prompts' information) call the functions here instead of writing th
 they differ only in how they lay out the cells and pairs (``tests/test_arena_term.py``
 evaluates each against these functions on the same inputs).
 
-1. A cell's **score** :math:`s` (:meth:`ArenaTerm.score`): :math:`\gamma p_{iq}` under the
-   pairs and reward likelihoods, the ability :math:`\theta_i` under DualEval's
-   Bradley-Terry baseline, and with several judges or style covariates
-   :math:`\gamma_k p_{iq} + \beta_{k,f(i)} + x^\top\lambda_k`
-   (:func:`~bayes_dualeval.model.facets.scores`).
+1. A cell's **score** :math:`s` (:meth:`ArenaTerm.score`): :math:`\gamma (p_{iq} - 1/2)`
+   under the pairs and reward likelihoods (:func:`reward_score`), the ability
+   :math:`\theta_i` under DualEval's Bradley-Terry baseline, and with several judges or
+   style covariates :math:`\gamma_k (p_{iq} - 1/2) + \beta_{k,f(i)} + x^\top\lambda_k`
+   (:func:`~bayes_dualeval.model.facets.scores`). Pairs and rewards read only differences
+   of scores; the level term reads their mean, so its intercepts are the level at a
+   success probability of one half (see :data:`SCORE_CENTRE`).
 2. A pair's **logit** :math:`x = s_i - s_j` and **win probability** :math:`\sigma(x)`
    (:func:`win_probability`; two Gaussian rewards', :func:`reward_win_probability`).
 3. A decisive pair with soft target :math:`t` and weight :math:`w`
@@ -54,6 +56,17 @@ from bayes_dualeval.model import links
 #: DualEval's Bradley-Terry baseline on the abilities.
 KINDS = ("pairs", "reward", "bt")
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+#: The success probability at which a cell's score is 0. Pairs and rewards read only
+#: differences of scores, so it changes nothing there; the level term reads a unit's mean
+#: score, so its intercept ``c_s`` (and a judge's severity) is the level at this
+#: probability. At 0, where the data rarely are, the intercept traded with ``gamma`` (and
+#: with each judge's level slope) along a ridge: on the judge study's facets seed 1 a level
+#: slope per judge failed to converge with the intercept at 0 (31 divergences after a
+#: retune) and converged with it at one half (0 divergences, 18 leapfrog steps per draw;
+#: docs/validation.md section 11).
+SCORE_CENTRE = 0.5
 
 
 @dataclass(frozen=True)
@@ -125,7 +138,7 @@ class ArenaTerm:
         return self.kind != "bt"
 
     def score(self, value, gamma=1.0):
-        """A cell's score without facets: ``gamma p``, or the ability itself under ``bt``.
+        """A cell's score without facets: :func:`reward_score`, or the ability under ``bt``.
 
         Parameters
         ----------
@@ -134,7 +147,12 @@ class ArenaTerm:
         gamma : array_like
             The reward scale (broadcast; ignored under ``bt``).
         """
-        return value if self.kind == "bt" else gamma * value
+        return value if self.kind == "bt" else reward_score(value, gamma)
+
+
+def reward_score(p, gamma):
+    """A success probability's score on the reward scale: ``gamma (p - SCORE_CENTRE)``."""
+    return gamma * (p - SCORE_CENTRE)
 
 
 def win_probability(s_first, s_second):
@@ -228,7 +246,7 @@ def level(zbar, shift, mean_score, se):
     """A unit's level term: ``zbar ~ Normal(shift + mean_score, se)``.
 
     ``shift`` is its source's intercept ``c_s`` (plus its judge's severity), ``mean_score``
-    the mean score of its cells (``gamma pbar`` without facets), ``se`` the standard error
+    the mean score of its cells (``gamma (pbar - 1/2)`` without facets), ``se`` the standard error
     of a mean of its rewards (:func:`bayes_dualeval.model.pilot.prompt_level`).
     """
     return gaussian(zbar - shift - mean_score, se)

@@ -81,7 +81,7 @@ class ModelConfig:
         integrated out.
     arena_level : {"mean", "none"}
         How an arena prompt's level (its difficulty) is seen. ``mean``: each prompt's mean
-        normalised reward follows ``Normal(c_s + gamma * mean_i p_iq, se_q)`` per source
+        normalised reward follows ``Normal(c_s + gamma (mean_i p_iq - 1/2), se_q)`` per source
         ``s`` (``se_q`` the standard error of the mean from the within-prompt noise), so a
         prompt on which every model scores high is easy: this assumes the reward model is
         equally lenient on every prompt. ``none``: only

@@ -1,12 +1,13 @@
 r"""The arena's facets: judges, their biases by model family, and style control.
 
-With one judge and no style covariates an arena cell's *score* is :math:`\gamma p_{iq}`:
-the success probability on the reward scale, whose differences make the pair logits
-(:func:`~bayes_dualeval.model.arena_term.win_probability`) and whose prompt mean makes
-the level term. The facets generalise that score, per arena cell ``c`` of model ``i``,
+With one judge and no style covariates an arena cell's *score* is
+:math:`\gamma (p_{iq} - 1/2)`: the success probability on the reward scale
+(:func:`~bayes_dualeval.model.arena_term.reward_score`), whose differences make the pair
+logits (:func:`~bayes_dualeval.model.arena_term.win_probability`) and whose prompt mean
+makes the level term. The facets generalise that score, per arena cell ``c`` of model ``i``,
 prompt ``q`` and judge ``k``:
 
-.. math:: s_c = \gamma_k\, p_{iq} + \beta_{k, f(i)} + x_c^\top \lambda_{\cdot, k},
+.. math:: s_c = \gamma_k (p_{iq} - 1/2) + \beta_{k, f(i)} + x_c^\top \lambda_{\cdot, k},
 
 * ``gamma_judge`` :math:`\gamma_k = \gamma \exp(r_k - \bar r)`: each judge's
   discrimination around the shared ``gamma`` (their geometric mean), the log spreads
@@ -16,8 +17,8 @@ prompt ``q`` and judge ``k``:
   judge's level shift (a fixed prior scale: a judge's level is read from all its prompts),
   read by the level term, :math:`\bar z_{qk} \sim N(c_s + \delta_k + \bar s_{qk}, se_{qk})`
   (sum to zero over judges: the sources' intercepts hold the common level); the shift at
-  a success probability of 0, so ``judges.csv`` reports the level at the average answer
-  instead (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`);
+  a success probability of one half, so ``judges.csv`` reports the level at the average
+  answer instead (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`);
 * ``judge_bias`` :math:`\beta_{kf}`: how much more judge ``k`` favours models of family
   ``f`` than the other judges do (self-preference), under a shrinkage prior (below),
   centred over judges within each family and over families within each judge (only
@@ -70,6 +71,7 @@ import numpyro.distributions as dist
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import parameters
+from bayes_dualeval.model.arena_term import reward_score
 from bayes_dualeval.model.contrasts import helmert_basis
 
 if TYPE_CHECKING:
@@ -286,7 +288,7 @@ def scores(p, facets: Facets, judge, family, style):
     facets may carry leading axes of draws (``gamma`` (..., J), ``bias`` (..., J, F),
     ``style`` (..., C, J)), with ``p`` (..., R): the scores are then (..., R).
     """
-    score = jnp.take(facets.gamma, judge, axis=-1) * p
+    score = reward_score(p, jnp.take(facets.gamma, judge, axis=-1))
     if facets.bias is not None:
         # a model without a family (index n_families) has no bias: a zero column
         bias = facets.bias

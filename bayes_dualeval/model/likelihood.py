@@ -10,10 +10,10 @@ per-prompt values come from :func:`arena_loglik`. Both are laid out here from th
 formulas of :mod:`bayes_dualeval.model.arena_term`, where the arena likelihood is written
 once: decisive pairs with soft targets, both-bad pairs, the ``reward`` likelihood
 :math:`z_{iq} \sim \mathcal N(c_q + \gamma p_{iq}, \sigma)` with :math:`c_q` integrated
-out, and the level term :math:`\bar z_q \sim \mathcal N(c_s + \gamma \bar p_q, se_q)`.
+out, and the level term :math:`\bar z_q \sim \mathcal N(c_s + \gamma (\bar p_q - 1/2), se_q)`.
 
 With several judges or style covariates (:mod:`bayes_dualeval.model.facets`) the pair
-logit is the difference of the two cells' scores :math:`s_i - s_j` (``gamma p`` in
+logit is the difference of the two cells' scores :math:`s_i - s_j` (``gamma (p - 1/2)`` in
 general), pairs are formed within a unit (a prompt as one judge scored it), and the level
 term reads each unit's mean score and its judge's severity.
 """
@@ -270,11 +270,11 @@ def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
 
     Per unit (a prompt as one judge scored it; :attr:`ModelInputs.unit_n`), summed over
     a prompt's judges: :func:`~bayes_dualeval.model.arena_term.level` of the mean of the
-    unit's cells' ``scores`` (``gamma pbar`` without facets), read through the facets'
+    unit's cells' ``scores`` (``gamma (pbar - 1/2)`` without facets), read through the facets'
     :meth:`~bayes_dualeval.model.facets.Facets.level_mean` where the arena has them (its
     judge's severity).
 
-    ``zbar_q ~ Normal(c_s + gamma pbar_q, se_q)``: ``pbar_q`` is the mean success
+    ``zbar_q ~ Normal(c_s + gamma (pbar_q - 1/2), se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
     of a mean of ``n_q`` rewards, with the within-prompt noise estimated from the data
     (:func:`bayes_dualeval.model.pilot.prompt_level`). The noise is fixed, not learned:

@@ -31,6 +31,7 @@ from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.model import graders, links
 from bayes_dualeval.model.ability_map import abilities_of
+from bayes_dualeval.model.arena_term import reward_score
 from bayes_dualeval.model.facets import Facets, arena_facets
 from bayes_dualeval.model.likelihood import cell_eta
 from bayes_dualeval.posterior.summaries import draws_of, interval
@@ -143,11 +144,11 @@ def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.nd
     """Each judge's severity as ``judges.csv`` reports it, per draw: (draws, judges).
 
     The level the level term gives a judge's rewards at the average arena answer
-    (:meth:`~bayes_dualeval.model.facets.Facets.level_mean` of its discrimination times
-    the mean success probability over the arena cells), centred over judges: how much
-    lower (negative) or higher a judge scores the same answers than the others, on the
+    (:meth:`~bayes_dualeval.model.facets.Facets.level_mean` of the score of the mean
+    success probability over the arena cells), centred over judges: how much lower
+    (negative) or higher a judge scores the same answers than the others, on the
     normalised rewards' scale. The model's ``severity`` is the level at a success
-    probability of 0, an extrapolation; where the judges' slopes differ it carries the
+    probability of one half, an extrapolation; where the judges' slopes differ it carries the
     error of each slope times the distance to the data (docs/validation.md §11). None
     without the level term.
     """
@@ -165,7 +166,7 @@ def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.nd
         eta = cell_eta(abilities_of(d, dataset.domain_index), d.get("a"), d["b"], model, item)
         pbar = jnp.mean(links.probability(eta))
         f = Facets(d["gamma_judge"], severity=d["severity"])
-        return f.level_mean(f.gamma * pbar, every)
+        return f.level_mean(reward_score(pbar, f.gamma), every)
 
     out = np.asarray(jax.vmap(level)(draws), np.float64)
     return out - out.mean(axis=1, keepdims=True)
