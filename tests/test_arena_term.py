@@ -204,13 +204,17 @@ def test_the_facets_scores_enter_the_pairs_and_the_layout_keeps_them(judges):
     dec = ~pairs.both_bad
     x = s[pairs.row_i] - s[pairs.row_j]
     want = arena_term.pair(x, pairs.target, w)[dec].sum()
-    # the level term per unit: its mean score and its judge's severity
+    # the level term per unit: its mean score on its judge's level scale, and its judge's
+    # severity (several judges)
     unit = np.asarray(inputs.arena_unit)
     severity = v.get("severity", np.zeros(judges))
+    scale = v.get("level_scale", np.ones(max(judges, 1)))
+    assert ("level_scale" in v) == (judges > 1)
     for u in np.unique(unit):
         cells = unit == u
         shift = v["level_c"][int(inputs.level_group[u])] + severity[u // ds.n_items]
-        want += arena_term.level(float(inputs.prompt_zbar[u]), shift, s[cells].mean(),
+        mean = scale[u // ds.n_items] * s[cells].mean()
+        want += arena_term.level(float(inputs.prompt_zbar[u]), shift, mean,
                                  float(inputs.prompt_se[u]))  # fmt: skip
     assert float(tr["arena"]["log_prob"]) == pytest.approx(want, rel=1e-5, abs=1e-3)
 

@@ -212,10 +212,10 @@ def test_judges_tables_find_the_self_preference(judged_run):
 def test_a_judges_severity_is_its_level_at_the_average_answer():
     """judges.csv reads the level term at the arena cells' mean success probability.
 
-    Computed by hand from posterior draws: ``severity_k + gamma_k (pbar - 1/2)`` per draw,
-    with ``pbar`` the mean of ``sigmoid(a_q (theta_i - b_q))`` over the arena cells, centred
-    over judges; not the model's intercept ``severity_k`` (at a success probability of
-    one half).
+    Computed by hand from posterior draws: ``severity_k + level_scale_k gamma_k (pbar -
+    1/2)`` per draw, with ``pbar`` the mean of ``sigmoid(a_q (theta_i - b_q))`` over the
+    arena cells, centred over judges; not the model's intercept ``severity_k`` (at a
+    success probability of one half).
     """
     import arviz as az
 
@@ -230,6 +230,7 @@ def test_a_judges_severity_is_its_level_at_the_average_answer():
         "a": np.exp(rng.normal(0, 0.3, size=(chains, draws, q))),
         "gamma_judge": np.exp(rng.normal(1, 0.3, size=(chains, draws, 3))),
         "severity": rng.normal(size=(chains, draws, 3)),
+        "level_scale": np.exp(rng.normal(0, 0.5, size=(chains, draws, 3))),
     }
     idata = az.from_dict(posterior=post)
     got = judge_levels(idata, ds)
@@ -237,8 +238,8 @@ def test_a_judges_severity_is_its_level_at_the_average_answer():
     i, j = ds.arena_model, ds.arena_item
     eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
     pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
-    level = flat["severity"] + flat["gamma_judge"] * (pbar[:, None] - 0.5)
+    level = flat["severity"] + flat["level_scale"] * flat["gamma_judge"] * (pbar[:, None] - 0.5)
     want = level - level.mean(axis=1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    # the intercepts alone differ by each judge's slope times pbar
+    # the intercepts alone differ by each judge's slope times (pbar - 1/2)
     assert not np.allclose(got, flat["severity"] - flat["severity"].mean(axis=1, keepdims=True))

@@ -82,7 +82,7 @@ def test_the_derived_lists_are_those_the_package_kept_by_hand():
     assert parameters.LIKELIHOOD_SITES == (
         "theta", "theta_domain", "theta_dims", "loading", "b", "a", "c", "d", "gamma",
         "sigma", "level_c", "grader_severity", "dif_shift", "gamma_judge", "severity",
-        "judge_bias", "style_coef",
+        "level_scale", "judge_bias", "style_coef",
     )  # fmt: skip
     assert parameters.STATIC_SITES == ("grader_severity", "dif_shift")
     assert parameters.ARENA_SITES == (
@@ -91,6 +91,7 @@ def test_the_derived_lists_are_those_the_package_kept_by_hand():
         "level_c",
         "gamma_judge",
         "severity",
+        "level_scale",
         "judge_bias",
         "style_coef",
     )

@@ -44,9 +44,10 @@ def level_start(inputs: ModelInputs) -> tuple[jax.Array, jax.Array]:
     (``m`` = :data:`LEVEL_MARGIN`) and the intercept, the level at a success probability
     of one half (:func:`~bayes_dualeval.model.arena_term.reward_score`), where every
     prompt's target ``pbar_q`` lies within ``[m / (1 + 2 m), (1 + m) / (1 + 2 m)]``: at
-    ``lo_s - m (hi_s - lo_s) + gamma / 2`` for the widest source, the middle of its means. Written in JAX, so that the
-    start is a function of the inputs inside a compiled program (their values are not
-    constants of it; :func:`bayes_dualeval.inference.nuts.data_as_argument`).
+    ``lo_s - m (hi_s - lo_s) + gamma / 2``, for the widest source the middle of its
+    means. Written in JAX, so that the start is a function of the inputs inside a compiled
+    program (their values are not constants of it;
+    :func:`bayes_dualeval.inference.nuts.data_as_argument`).
     """
     used = inputs.unit_n > 0
     zbar = inputs.prompt_zbar

@@ -181,6 +181,8 @@ def _level(gamma, level_c, inputs: ModelInputs, facets):
     # the level mean at pbar = 0; its slope in pbar is the judge's gamma
     shift = level_c[inputs.level_group] + facets.level_mean(mean_offset, judge)
     scale = facets.gamma[judge]
+    if facets.level_scale is not None:
+        scale = facets.level_scale[judge] * scale
     target = (inputs.prompt_zbar - shift) / scale
     precision = jnp.where(inputs.unit_n > 0, (scale / inputs.prompt_se) ** 2, 0.0)
     per_judge = (-1, inputs.n_items)  # units (J Q,) as (J, Q)

@@ -15,10 +15,24 @@ prompt ``q`` and judge ``k``:
   from the others;
 * ``severity`` :math:`\delta_k = r'_k - \bar r'` with :math:`r'_k \sim N(0, 1)`: each
   judge's level shift (a fixed prior scale: a judge's level is read from all its prompts),
-  read by the level term, :math:`\bar z_{qk} \sim N(c_s + \delta_k + \bar s_{qk}, se_{qk})`
-  (sum to zero over judges: the sources' intercepts hold the common level); the shift at
-  a success probability of one half, so ``judges.csv`` reports the level at the average
-  answer instead (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`);
+  read by the level term,
+  :math:`\bar z_{qk} \sim N(c_s + \delta_k + \kappa_k \bar s_{qk}, se_{qk})` (sum to zero
+  over judges: the sources' intercepts hold the common level); the shift at a success
+  probability of one half, so ``judges.csv`` reports the level at the average answer
+  instead (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`);
+* ``level_scale`` :math:`\kappa_k = L_k / \gamma_k`: the level term reads each judge's
+  mean score on a slope of its own, ``level_slope`` :math:`L_k \sim
+  \mathrm{LogNormal}(\log\gamma_k, 0.5)`. A prompt's leniency, shared by every judge,
+  can enter the model only through its difficulty, so through each judge's
+  :math:`\gamma_k p`; read at :math:`\kappa_k = 1`, the level term (far more precise
+  than the pairs) pulled the judges' discriminations together, and the judge x family
+  biases took up what the pairs then saw (3 of 9 null biases excluded 0 on each of three
+  seeds of an arena-heavy simulation; docs/validation.md §11). Sampled as the slope
+  itself, which the level pins: a posteriori nearly independent of :math:`\gamma_k` (19
+  leapfrog steps per draw against 46 when sampled as the ratio). With the intercepts at
+  a success probability of 0 the slopes traded with them (a facets seed failed to
+  converge); at one half (:data:`~bayes_dualeval.model.arena_term.SCORE_CENTRE`) they
+  do not;
 * ``judge_bias`` :math:`\beta_{kf}`: how much more judge ``k`` favours models of family
   ``f`` than the other judges do (self-preference), under a shrinkage prior (below),
   centred over judges within each family and over families within each judge (only
@@ -82,6 +96,8 @@ if TYPE_CHECKING:
 #: sd of a judge's severity (z-normalised reward scale, before centring) and of a style
 #: coefficient per covariate sd.
 SPREAD_SCALE, BIAS_SCALE, SEVERITY_SCALE, STYLE_SCALE = 0.3, 0.3, 1.0, 1.0
+#: Prior sd of the log of each judge's level scale.
+LEVEL_SCALE_SD = 0.5
 #: Degrees of freedom of the judges' shrinkage priors.
 DF = 3.0
 #: The facet values the likelihood reads, and every facet site in the order the model
@@ -98,6 +114,8 @@ class Facets:
     gamma : jax.Array, shape (J,)
         Each judge's discrimination (the shared ``gamma`` with one judge).
     severity : jax.Array, shape (J,), or None
+    level_scale : jax.Array, shape (J,), or None
+        Each judge's factor on its units' mean scores in the level term (None: 1).
     bias : jax.Array, shape (J, F), or None
     style : jax.Array, shape (C, J), or None
     """
@@ -106,16 +124,21 @@ class Facets:
     severity: jax.Array | None = None
     bias: jax.Array | None = None
     style: jax.Array | None = None
+    level_scale: jax.Array | None = None
 
     def level_mean(self, mean_score, judge):
         """What the level term predicts of a unit's mean reward beyond its source's level.
 
-        ``mean_score + severity[..., judge]`` (``mean_score`` without severities): the one
-        formula of the level term's facets, read by the fit, the anchoring and the judges'
-        table (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`, with leading
-        axes of draws).
+        ``level_scale[..., judge] * mean_score + severity[..., judge]`` (each part only
+        where present): the one formula of the level term's facets, read by the fit, the
+        anchoring and the judges' table
+        (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`, with leading axes of
+        draws).
         """
-        return mean_score if self.severity is None else mean_score + self.severity[..., judge]
+        out = mean_score
+        if self.level_scale is not None:
+            out = self.level_scale[..., judge] * out
+        return out if self.severity is None else out + self.severity[..., judge]
 
     @classmethod
     def from_draws(cls, draws, gamma) -> Facets:
@@ -131,6 +154,7 @@ class Facets:
             severity=draws.get("severity"),
             bias=draws.get("judge_bias"),
             style=draws.get("style_coef"),
+            level_scale=draws.get("level_scale"),
         )
 
 
@@ -234,7 +258,7 @@ def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | 
         return None
     judges = inputs.n_judges
     gamma_k = jnp.reshape(gamma, (1,))
-    sev = bias = style = None
+    sev = bias = style = scale = None
     if judges > 1:
         over_judges = helmert_basis(judges)
         raw = numpyro.sample("gamma_judge_raw", _student((judges - 1,), SPREAD_SCALE))
@@ -243,6 +267,13 @@ def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | 
             # a fixed scale: every judge's level is read from all its prompts
             raw = numpyro.sample("severity_raw", _standard((judges - 1,), SEVERITY_SCALE))
             sev = numpyro.deterministic("severity", over_judges @ raw)
+            # each judge's level reads its mean score on a slope of its own (see the
+            # module), sampled as the slope itself: the level pins it, so it is nearly
+            # independent of the pairs' gamma_k a posteriori
+            slope = numpyro.sample(
+                "level_slope", dist.LogNormal(jnp.log(gamma_k), LEVEL_SCALE_SD).to_event(1)
+            )
+            scale = numpyro.deterministic("level_scale", slope / gamma_k)
     if has_bias(inputs):
         over_families = helmert_basis(inputs.n_families)
         shape = (judges - 1, inputs.n_families - 1)
@@ -251,7 +282,7 @@ def facet_parameters(inputs: ModelInputs, gamma, *, severity: bool) -> Facets | 
     n_style = inputs.arena_style.shape[1]
     if n_style:
         style = numpyro.sample("style_coef", _standard((n_style, judges), STYLE_SCALE))
-    return Facets(gamma=gamma_k, severity=sev, bias=bias, style=style)
+    return Facets(gamma=gamma_k, severity=sev, bias=bias, style=style, level_scale=scale)
 
 
 def _student(shape, scale):

@@ -166,8 +166,11 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
                 names.append("sigma")
             if uses_level(inputs, config):
                 names.append("level_c")
-                if inputs.n_judges > 1:  # the judges' severities, which the level reads
-                    names.append("severity_raw")
+                if inputs.n_judges > 1:
+                    # the judges' severities and level slopes (with the discriminations
+                    # too: 62 leapfrog steps per draw against 31 on the judge study's
+                    # arena-heavy style design)
+                    names += ["severity_raw", "level_slope"]
     return tuple(names)
 
 

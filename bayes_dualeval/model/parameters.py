@@ -116,6 +116,8 @@ _FACET_SITES = (
     _p("gamma_judge", ("judge",), "facet", read=True),
     _p("severity_raw", ("judge_contrast",), "raw"),
     _p("severity", ("judge",), "facet", read=True),
+    _p("level_slope", ("judge",), "raw"),
+    _p("level_scale", ("judge",), "facet", read=True),
     _p("bias_raw", ("judge_contrast", "family_contrast"), "raw"),
     _p("judge_bias", ("judge", "family"), "facet", read=True),
     _p("style_coef", ("covariate", "judge"), "facet", read=True),

@@ -55,7 +55,7 @@ LEVEL_DRAWS = 1000
 #: The sites a judge's level reads.
 _LEVEL_SITES = (
     "theta", "theta_domain", "theta_dims", "loading", "a", "b",
-    "gamma_judge", "severity",
+    "gamma_judge", "severity", "level_scale",
 )  # fmt: skip
 
 
@@ -165,7 +165,7 @@ def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.nd
     def level(d):
         eta = cell_eta(abilities_of(d, dataset.domain_index), d.get("a"), d["b"], model, item)
         pbar = jnp.mean(links.probability(eta))
-        f = Facets(d["gamma_judge"], severity=d["severity"])
+        f = Facets(d["gamma_judge"], severity=d["severity"], level_scale=d.get("level_scale"))
         return f.level_mean(reward_score(pbar, f.gamma), every)
 
     out = np.asarray(jax.vmap(level)(draws), np.float64)
