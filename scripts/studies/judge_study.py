@@ -9,8 +9,8 @@ rows' families). Cases (``--cases``):
 
 * ``facets``: 6 judges (``--judges``), no self-preference, no style; Spearman of the
   judges' fitted severity (``judges.csv``: the level at the average answer, against the
-  simulator's ``level``), of the model's intercept at p = 0 (against its ``severity``
-  ``s_k``) and of the discrimination (against its slope ``g_k``) with the truth, how many
+  simulator's ``level``), of the model's intercept at p = 1/2 (against its ``severity``
+  ``s_k`` plus half its slope ``g_k``) and of the discrimination (against its slope ``g_k``) with the truth, how many
   severity and intercept 90% intervals cover it, and how many of the 6 x 6 (judge,
   family) bias intervals exclude 0 (the null: at most 1 in 10 should);
 * ``self``: 4 judges, each preferring its own family (judge-a family-a, ...) by
@@ -98,9 +98,9 @@ def fit_case(case: str, seed: int, args) -> dict:
         names = list(truth["judges"])
         if case == "facets":
             # judges.csv's severity is a judge's level at the average answer (the
-            # simulator's ``level``); the model's intercept at p = 0 is the ``severity``
-            # site (the simulator's ``severity``), both centred over judges, on the
-            # z-normalised rewards' scale
+            # simulator's ``level``); the model's intercept, the ``severity`` site, is the
+            # level at p = 1/2 (the simulator's ``severity`` + ``slope`` / 2), both
+            # centred over judges, on the z-normalised rewards' scale
             sd = float(np.std(arena["reward"]))
             post = result.idata.posterior
             intercept = np.asarray(post["severity"]).reshape(-1, len(names))
@@ -112,10 +112,10 @@ def fit_case(case: str, seed: int, args) -> dict:
                     judges_t.loc[names, "severity_hi"].to_numpy(),
                     "level",
                 ),
-                "intercept": (intercept.mean(axis=0), lo_i, hi_i, "severity"),
+                "intercept": (intercept.mean(axis=0), lo_i, hi_i, "half"),
             }
             for what, (got, lo, hi, key) in fitted.items():
-                raw = np.array([truth["judges"][j][key] for j in names])
+                raw = np.array([_judge_truth(truth["judges"][j], key) for j in names])
                 want = (raw - raw.mean()) / sd
                 out[f"{what}_spearman"] = float(stats.spearmanr(got, want).statistic)
                 out[f"{what}_covered"] = int(((lo <= want) & (want <= hi)).sum())
@@ -169,6 +169,15 @@ def fit_case(case: str, seed: int, args) -> dict:
             out["style_judges"] = len(coef)
             out["style_mean"] = float(coef["coef_mean"].mean())
     return out
+
+
+def _judge_truth(judge: dict, key: str) -> float:
+    """A judge's true ``level`` (at the average answer), or its level at p = 1/2."""
+    from bayes_dualeval.model.arena_term import SCORE_CENTRE
+
+    if key == "half":
+        return judge["severity"] + judge["slope"] * SCORE_CENTRE
+    return judge[key]
 
 
 def main(argv=None) -> int:
