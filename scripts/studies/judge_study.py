@@ -10,9 +10,10 @@ rows' families). Cases (``--cases``):
 * ``facets``: 6 judges (``--judges``), no self-preference, no style; Spearman of the
   judges' fitted severity (``judges.csv``: the level at the average answer, against the
   simulator's ``level``), of the model's intercept at p = 1/2 (against its ``severity``
-  ``s_k`` plus half its slope ``g_k``) and of the discrimination (against its slope ``g_k``) with the truth, how many
-  severity and intercept 90% intervals cover it, and how many of the 6 x 6 (judge,
-  family) bias intervals exclude 0 (the null: at most 1 in 10 should);
+  ``s_k`` plus half its slope ``g_k``) and of the discrimination (against its slope
+  ``g_k``) with the truth, how many severity and intercept 90% intervals cover it, and
+  how many of the 6 x 6 (judge, family) bias intervals exclude 0 (the null: at most 1 in
+  10 should);
 * ``self``: 4 judges, each preferring its own family (judge-a family-a, ...) by
   ``--self`` (1.0); how many of the own-family bias intervals are above 0, and how many
   are the largest of their judge's row?
