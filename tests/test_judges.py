@@ -243,3 +243,39 @@ def test_a_judges_severity_is_its_level_at_the_average_answer():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the intercepts alone differ by each judge's slope times (pbar - 1/2)
     assert not np.allclose(got, flat["severity"] - flat["severity"].mean(axis=1, keepdims=True))
+
+
+def test_judges_who_saw_different_models_are_compared_on_the_answers_they_share():
+    """With judges of different models, severity reads the level at the mean success
+    probability of the cells two judges scored (model c's here), not of every cell: a
+    level read elsewhere extrapolates along each judge's slope (AlpacaEval's judges)."""
+    import arviz as az
+
+    from bayes_dualeval.posterior.facet_tables import judge_levels, shared_cells
+
+    rows = _arena(judges=("j1",), models=("a", "b", "c"), prompts=4)
+    rows += _arena(judges=("j2",), models=("c", "d", "e"), prompts=4, seed=1)
+    ds = Dataset.from_frames(arena=pd.DataFrame(rows))
+    labels = np.asarray(ds.models)[ds.arena_model]
+    facet_judge = ds.arena_judge.astype(np.int64)
+    np.testing.assert_array_equal(shared_cells(ds, facet_judge), labels == "c")
+    rng = np.random.default_rng(2)
+    chains, draws, m, q = 2, 4, ds.n_models, ds.n_items
+    post = {
+        "theta": rng.normal(size=(chains, draws, m)),
+        "b": rng.normal(size=(chains, draws, q)),
+        "a": np.exp(rng.normal(0, 0.3, size=(chains, draws, q))),
+        "gamma_judge": np.exp(rng.normal(1, 0.3, size=(chains, draws, 2))),
+        "severity": rng.normal(size=(chains, draws, 2)),
+        "level_scale": np.exp(rng.normal(0, 0.5, size=(chains, draws, 2))),
+    }
+    got = judge_levels(az.from_dict(posterior=post), ds)
+    flat = {k: v.reshape(chains * draws, *v.shape[2:]) for k, v in post.items()}
+    i, j = ds.arena_model[labels == "c"], ds.arena_item[labels == "c"]
+    eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
+    pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
+    slope = flat["level_scale"] * flat["gamma_judge"]
+    level = flat["severity"] + slope * (pbar[:, None] - 0.5)
+    np.testing.assert_allclose(
+        got, level - level.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-6
+    )

@@ -1,7 +1,7 @@
 """The judges' tables of a run with arena facets (:mod:`bayes_dualeval.model.facets`).
 
 * ``judges.csv``: one row per judge of the arena, its rows and models, its severity (the
-  level shift of its rewards at the average arena answer, centred over judges:
+  level shift of its rewards at the average answer the judges share, centred over judges:
   :func:`judge_levels`; NaN without the level term) and discrimination
   (``gamma_judge``) with intervals, and its ``agreement``: the Spearman correlation over
   models between its mean normalised reward per model and the other judges' consensus (the
@@ -143,14 +143,16 @@ def judge_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
 def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.ndarray | None:
     """Each judge's severity as ``judges.csv`` reports it, per draw: (draws, judges).
 
-    The level the level term gives a judge's rewards at the average arena answer
-    (:meth:`~bayes_dualeval.model.facets.Facets.level_mean` of the score of the mean
-    success probability over the arena cells), centred over judges: how much lower
-    (negative) or higher a judge scores the same answers than the others, on the
-    normalised rewards' scale. The model's ``severity`` is the level at a success
-    probability of one half, an extrapolation; where the judges' slopes differ it carries the
-    error of each slope times the distance to the data (docs/validation.md §11). None
-    without the level term.
+    The level the level term gives a judge's rewards at the average answer the judges
+    share (:meth:`~bayes_dualeval.model.facets.Facets.level_mean` of the score of the mean
+    success probability over the arena cells that two judges or more scored:
+    :func:`shared_cells`; over every arena cell where no cell is shared), centred over
+    judges: how much lower (negative) or higher a judge scores the same answers than the
+    others, on the normalised rewards' scale. The model's ``severity`` is the level at a
+    success probability of one half; where the judges' slopes differ, a level read away
+    from the answers they share is an extrapolation along each slope: on AlpacaEval, whose
+    judges saw different models, the level at the mean answer over every cell contradicted
+    the models both judges scored (docs/validation.md §11). None without the level term.
     """
     post = idata.posterior
     if "severity" not in post:
@@ -158,8 +160,11 @@ def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.nd
     facet = arena_facets(dataset, True)
     keep = evenly_spaced(post.sizes["chain"] * post.sizes["draw"], max_draws)
     draws = {s: jnp.asarray(draws_of(idata, s)[keep]) for s in _LEVEL_SITES if s in post}
-    model = jnp.asarray(dataset.arena_model[: len(facet.judge)])
-    item = jnp.asarray(dataset.arena_item[: len(facet.judge)])
+    cells = shared_cells(dataset, facet.judge)
+    if not cells.any():
+        cells[:] = True
+    model = jnp.asarray(dataset.arena_model[: len(facet.judge)][cells])
+    item = jnp.asarray(dataset.arena_item[: len(facet.judge)][cells])
     every = jnp.arange(facet.n_judges)
 
     def level(d):
@@ -170,6 +175,20 @@ def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.nd
 
     out = np.asarray(jax.vmap(level)(draws), np.float64)
     return out - out.mean(axis=1, keepdims=True)
+
+
+def shared_cells(dataset: Dataset, judge: np.ndarray) -> np.ndarray:
+    """Which arena cells' (model, prompt) two judges or more scored: bool, shape (R,).
+
+    ``judge`` is each arena cell's judge index
+    (:class:`~bayes_dualeval.model.facets.ArenaFacets`). Every cell where every judge
+    scored every answer; only the doubly judged models' cells on AlpacaEval's judges.
+    """
+    n = len(judge)
+    key = dataset.arena_model[:n].astype(np.int64) * dataset.n_items + dataset.arena_item[:n]
+    pairs = np.unique(np.stack([key, np.asarray(judge, np.int64)], axis=1), axis=0)
+    seen, count = np.unique(pairs[:, 0], return_counts=True)
+    return np.isin(key, seen[count > 1])
 
 
 def agreement(dataset: Dataset, judge: np.ndarray, n_judges: int) -> np.ndarray:
