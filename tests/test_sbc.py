@@ -60,6 +60,27 @@ def test_prior_predictive_draws_every_hyperparameter_and_labels():
     assert 0.2 < own["static_y"].mean() < 0.8 and len(np.unique(own["static_y"][:, 0])) == 2
 
 
+def test_domain_abilities_are_drawn_and_ranked_per_domain():
+    """With an ability per domain the design's questions take domains in turn; the prior
+    predictive draws each model's domain abilities around its overall one (deviations
+    summing to zero over models), and the ranked quantities include two deviations and
+    the first domain's spread."""
+    from bayes_dualeval.sbc.quantities import quantities
+
+    domains = dataclasses.replace(load_spec("dualeval-domains"), mode="static")
+    data = design(8, 12, n_domains=3)
+    assert sorted(set(data.item_domain)) == ["d0", "d1", "d2"]
+    assert list(data.item_domain[:4]) == ["d0", "d1", "d2", "d0"]
+    draws = prior_predictive(data, domains, 50, seed=1)
+    deviation = draws["theta_domain"] - draws["theta"][:, :, None]  # (50, 8, 3)
+    np.testing.assert_allclose(deviation.sum(axis=1), 0.0, atol=1e-4)
+    got = quantities(draws, np.zeros(50))
+    np.testing.assert_allclose(got["domain_dev[1,1]"], deviation[:, 1, 1], rtol=1e-6)
+    np.testing.assert_allclose(got["tau_domain[0]"], draws["tau_domain"].reshape(50, -1)[:, 0])
+    with pytest.raises(ConfigError, match="domains"):
+        design(8, 4, n_domains=3)
+
+
 def test_perturbation_and_mode_are_checked():
     """Unknown keys and a non-generative mode are refused with one message."""
     assert parse_perturbation(["theta_scale=2", "flip=0.1"]) == {"theta_scale": 2.0, "flip": 0.1}

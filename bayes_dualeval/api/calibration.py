@@ -21,6 +21,7 @@ def sbc(
     mode: str = "static",
     n_models: int = 10,
     static_items: int = 30,
+    n_domains: int = 3,
     perturb=(),
     seed: int = 0,
     **options,
@@ -37,6 +38,8 @@ def sbc(
         The specification's ``mode``; only ``static`` is generative.
     n_models, static_items : int
         The fixed design: every model answers every static question once.
+    n_domains : int
+        The questions' domains, for a specification with an ability per domain.
     perturb : sequence of str
         ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``flip=0.1``;
         :func:`~bayes_dualeval.sbc.generate.parse_perturbation`): data the model did not
@@ -68,7 +71,7 @@ def sbc(
     start(wanted=sampler.chains)
     return run_sbc(
         config, sampler, sims=sims, n_models=n_models, n_items=static_items,
-        perturb=parse_perturbation(perturb), seed=seed,
+        n_domains=n_domains, perturb=parse_perturbation(perturb), seed=seed,
     )  # fmt: skip
 
 

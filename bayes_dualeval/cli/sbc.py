@@ -18,8 +18,8 @@ from bayes_dualeval.cli.shared import (
 from bayes_dualeval.model.config import DEFAULT_MODEL, MODES
 
 #: Options of the fits' calibration (no bank), and of the measure stage's (with a bank).
-FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "chains", "warmup", "draws",
-            "extend", "target_accept", "centring")  # fmt: skip
+FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "domains", "chains", "warmup",
+            "draws", "extend", "target_accept", "centring")  # fmt: skip
 BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items", "target_se",
              "allow_approximate")  # fmt: skip
 
@@ -36,6 +36,10 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 @click.option("--sims", type=click.IntRange(2), required=True, help="Simulations (fits).")
 @click.option("--models", "n_models", type=click.IntRange(2), default=10, show_default=True)
 @click.option("--static-items", type=click.IntRange(2), default=30, show_default=True)
+@click.option(
+    "--domains", type=click.IntRange(1), default=3, show_default=True,
+    help="The questions' domains, for a specification with an ability per domain.",
+)  # fmt: skip
 @click.option(
     "--perturb", multiple=True, metavar="KEY=VALUE",
     help="Draw the data from a generator that is not the model: a prior setting changed "
@@ -92,23 +96,23 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 @click.pass_context
 @clean_errors
 def sbc(
-    ctx, model_name, mode, sims, n_models, static_items, perturb, seed, chains, warmup, draws,
-    extend, target_accept, centring, bank, measure, items, bank_draws, held_out, select,
-    max_items,
-    target_se, allow_approximate, out, quiet,
+    ctx, model_name, mode, sims, n_models, static_items, domains, perturb, seed, chains, warmup,
+    draws, extend, target_accept, centring, bank, measure, items, bank_draws, held_out, select,
+    max_items, target_se, allow_approximate, out, quiet,
 ):  # fmt: skip
     """Simulation-based calibration: fit data drawn from the model's own prior.
 
     Draws --sims data sets of one design (--models models each answering --static-items
-    questions once) from the specification's prior predictive (every hyperparameter drawn),
-    fits each with NUTS (the sampler options below; the defaults are fit's), and ranks
-    each true quantity (centred abilities, the best and the worst, a contrast, items'
-    difficulty and log discrimination, item spreads, the guessing level, the joint log
-    likelihood) among 99 evenly spaced posterior draws. Writes OUT/sbc.csv (per quantity:
-    the largest ECDF deviation from uniform, a p-value and whether the ECDF stays inside
-    its simultaneous 95% band), OUT/ranks.csv, OUT/sbc.png and OUT/sbc.json. Calibrated
-    fits leave about one quantity in twenty outside its band; --perturb shows the check's
-    power on data the model did not generate.
+    questions once, in --domains domains under a specification with an ability per domain)
+    from the specification's prior predictive (every hyperparameter drawn), fits each with
+    NUTS (the sampler options below; the defaults are fit's), and ranks each true quantity
+    (centred abilities, the best and the worst, a contrast, items' difficulty and log
+    discrimination, item spreads, the guessing level, domain deviations and their spread,
+    the joint log likelihood) among 99 evenly spaced posterior draws. Writes OUT/sbc.csv
+    (per quantity: the largest ECDF deviation from uniform, a p-value and whether the ECDF
+    stays inside its simultaneous 95% band), OUT/ranks.csv, OUT/sbc.png and OUT/sbc.json.
+    Calibrated fits leave about one quantity in twenty outside its band; --perturb shows
+    the check's power on data the model did not generate.
 
     With --bank RUN, the measure stage instead, with no refit: --sims new models are
     drawn from the bank's posterior draws (a draw, an ability from the prior, labels on
@@ -151,8 +155,8 @@ def sbc(
     with progress_lines(quiet):
         result = api.sbc(
             model_name, sims=sims, mode=mode, n_models=n_models, static_items=static_items,
-            perturb=perturb, seed=seed, chains=chains, warmup=warmup, draws=draws,
-            extend=extend, target_accept=target_accept, centring=centring,
+            n_domains=domains, perturb=perturb, seed=seed, chains=chains, warmup=warmup,
+            draws=draws, extend=extend, target_accept=target_accept, centring=centring,
         )  # fmt: skip
     path = result.save(out)
     info = result.info

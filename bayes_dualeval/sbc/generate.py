@@ -84,14 +84,21 @@ def parse_perturbation(items) -> dict:
     return out
 
 
-def design(n_models: int, n_items: int) -> Dataset:
+def design(n_models: int, n_items: int, n_domains: int = 1) -> Dataset:
     """The fixed design: ``n_models`` models each answering ``n_items`` static questions once.
 
-    The labels are placeholders (alternating), replaced by each simulation's.
+    With ``n_domains`` above 1 the questions take domains ``d0``, ``d1``, ... in turn (for
+    specifications with an ability per domain). The labels are placeholders (alternating),
+    replaced by each simulation's.
     """
     if n_models < 2 or n_items < 2:
         raise ConfigError(
             f"the design needs 2 models and 2 items at least; got {n_models} and {n_items}"
+        )
+    if not 1 <= n_domains <= n_items // 2:
+        raise ConfigError(
+            f"the design's {n_items} questions give 1 to {n_items // 2} domains of two "
+            f"questions at least; got {n_domains}"
         )
     model = np.repeat(np.arange(n_models), n_items)
     item = np.tile(np.arange(n_items), n_models)
@@ -103,6 +110,8 @@ def design(n_models: int, n_items: int) -> Dataset:
             "correct": (model + item) % 2,
         }
     )
+    if n_domains > 1:
+        frame["domain"] = [f"d{k % n_domains}" for k in item]
     return Dataset.from_frames(static=frame, source="sbc")
 
 

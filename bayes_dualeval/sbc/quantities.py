@@ -13,6 +13,9 @@ and to every posterior draw, so its rank is uniform when the fits are calibrated
 * ``sigma_b``, ``sigma_log_a``: the item spreads of the first item group (hierarchical
   item prior); ``mu_c`` the guessing level, ``mu_d`` the ceiling level (3PL, 4PL);
   ``gamma`` where the arena term is fitted;
+* with an ability per domain: ``domain_dev[0,0]``, ``domain_dev[1,1]``, two models'
+  deviations from their overall ability in a domain (model 0 in domain 0, model 1 in
+  domain 1), and ``tau_domain[0]``, the first domain's spread of deviations;
 * ``loglik``: the joint log likelihood of the simulated data (Modrák et al. 2023: a test
   quantity that depends on the data too).
 """
@@ -54,6 +57,11 @@ def quantities(values: dict, loglik: np.ndarray) -> dict:
         log_a = np.log(np.asarray(values["a"]))
         for k in FIRST:
             out[f"log_a[{k}]"] = log_a[:, k]
+    if values.get("theta_domain") is not None:
+        deviation = np.asarray(values["theta_domain"]) - theta[:, :, None]  # (n, M, D)
+        for k in FIRST:
+            out[f"domain_dev[{k},{k}]"] = deviation[:, k, k % deviation.shape[-1]]
+        out["tau_domain[0]"] = np.asarray(values["tau_domain"]).reshape(theta.shape[0], -1)[:, 0]
     for name in ("sigma_b", "sigma_log_a", "mu_c", "mu_d"):
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]

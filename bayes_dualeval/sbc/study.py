@@ -113,6 +113,7 @@ def sbc(
     sims: int,
     n_models: int = 10,
     n_items: int = 30,
+    n_domains: int = 3,
     perturb: dict | None = None,
     seed: int = 0,
 ) -> SBCResult:
@@ -130,6 +131,9 @@ def sbc(
         Simulations (at least 2).
     n_models, n_items : int
         The design: every model answers every static question once.
+    n_domains : int
+        The questions' domains, for a specification with an ability per domain (others
+        see one domain).
     perturb : dict, optional
         Generator-only changes (:func:`~bayes_dualeval.sbc.generate.parse_perturbation`).
     seed : int
@@ -166,7 +170,8 @@ def sbc(
             f"{setting('draws')}"
         )
     model = DualEvalModel(config)
-    base = design(n_models, n_items)
+    n_domains = n_domains if model.domain_abilities else 1
+    base = design(n_models, n_items, n_domains)
     truth = prior_predictive(base, config, sims, seed, perturb)
     rng = np.random.default_rng(seed)
     rows, converged, problems, started = [], [], Counter(), time.perf_counter()
@@ -180,7 +185,7 @@ def sbc(
             converged.append(bool(result.converged))
             problems.update(_kinds(result.convergence.problems))
             post = result.idata.posterior
-            flat = {k: _flat(post[k].values) for k in ("theta", "a", "b", "c", "d") if k in post}
+            flat = {k: _flat(post[k].values) for k in _ABILITY_ITEM if k in post}
             flat.update({k: _flat(post[k].values) for k in _GLOBAL if k in post})
             keep = evenly_spaced(flat["theta"].shape[0], n_rank)
             draws = {k: v[keep] for k, v in flat.items()}
@@ -206,7 +211,7 @@ def sbc(
     info = {
         "model": config.name,
         "mode": config.mode,
-        "design": {"models": n_models, "static_items": n_items},
+        "design": {"models": n_models, "static_items": n_items, "domains": n_domains},
         "perturb": dict(perturb or {}),
         "sims": sims,
         "seed": seed,
@@ -222,8 +227,10 @@ def sbc(
     return SBCResult(summary, table, b, info)
 
 
+#: Sites per model or item that the quantities and the log likelihood read.
+_ABILITY_ITEM = ("theta", "theta_domain", "a", "b", "c", "d")
 #: Group-level sites ranked where the model has them.
-_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma")
+_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma", "tau_domain")
 
 
 #: What a convergence problem is about, by a word of its message (``Convergence.problems``).

@@ -30,6 +30,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sims", type=int, default=200)
     parser.add_argument("--models", type=int, default=10)
     parser.add_argument("--items", type=int, default=30)
+    parser.add_argument("--domains", type=int, default=3, help="with an ability per domain")
     parser.add_argument(
         "--perturb",
         action="append",
@@ -78,6 +79,7 @@ def main(argv=None) -> int:
                 warnings.simplefilter("ignore")
                 result = api.sbc(
                     spec, sims=args.sims, n_models=args.models, static_items=args.items,
+                    n_domains=args.domains,
                     perturb=[case] if case else [], seed=args.seed, **sampler,
                 )  # fmt: skip
             if args.out:
