@@ -179,7 +179,7 @@ def _win(fit: FittedRun, d: np.ndarray, gap: np.ndarray) -> np.ndarray:
     """Probability that the first side wins, per draw, from the gap of its two sides."""
     if fit.arena == "bt":
         return arena_term.win_probability(gap, 0.0)
-    gap = fit.model.arena.score(gap, fit.gamma[d].astype(np.float64)[:, None])
+    gap = fit.model.arena.score_difference(gap, fit.gamma[d].astype(np.float64)[:, None])
     if fit.arena == "reward":
         sigma = fit.sigma[d].astype(np.float64)[:, None]
         return arena_term.reward_win_probability(gap, 0.0, sigma)

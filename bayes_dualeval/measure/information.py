@@ -147,7 +147,7 @@ def arena_information(bank, table: Prompts, theta, items, rows) -> np.ndarray:
     dp = slope * p * (1 - p)
     gamma = bank.draws["gamma"][rows][:, None]
     # d score / d theta of the new model's cell
-    dscore = arena.score(dp, gamma)
+    dscore = arena.score_difference(dp, gamma)
     if arena.kind == "reward":
         sigma = bank.draws["sigma"][rows][:, None]
         return lam * arena_term.gaussian_curvature(sigma) * dscore**2

@@ -149,6 +149,15 @@ class ArenaTerm:
         """
         return value if self.kind == "bt" else reward_score(value, gamma)
 
+    def score_difference(self, value, gamma=1.0):
+        """A difference of success probabilities (or a derivative) on the score scale.
+
+        ``gamma value``, or ``value`` itself under ``bt``: the score is affine in ``p``
+        (:func:`reward_score`), so a difference or a derivative of scores is not the score
+        of the difference.
+        """
+        return value if self.kind == "bt" else gamma * value
+
 
 def reward_score(p, gamma):
     """A success probability's score on the reward scale: ``gamma (p - SCORE_CENTRE)``."""
