@@ -76,6 +76,10 @@ def main(argv=None) -> int:
     run.save(args.out / "run")
     board = run.leaderboard().set_index("model")
     report = {"dropped_judges": single, "sampler": args.sampler, "per_judge": {}}
+    # whether the optimiser (MAP) or the fit converged: a leaderboard from a stalled
+    # optimiser is not the mode, and its agreement with the judges says little
+    info = json.loads((args.out / "run" / "diagnostics.json").read_text())["sampler_info"]
+    report["fit"] = {k: info.get(k) for k in ("converged", "steps", "grad_norm", "message")}
     win = rows.groupby(["judge", "model_label"])["reward"].mean()
     for judge, rates in win.groupby(level=0):
         rates = rates.droplevel(0)
