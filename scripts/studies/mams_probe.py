@@ -13,8 +13,9 @@ evaluations of the log density, warm-up excluded and included.
   chain, 4 chains); one gradient per leapfrog step.
 * ``mams``: BlackJAX 1.7's tuner per chain (step size by dual averaging at the target
   acceptance, a diagonal preconditioner, the trajectory length ``L`` from the draws'
-  autocorrelation with ``--tune3``), then ``--draws`` draws with random trajectory lengths
-  of mean ``L / step_size``; the isokinetic McLachlan integrator costs two gradients per
+  autocorrelation with ``--tune3``, which BlackJAX 1.7.1 then resets to ``--avg-steps``
+  steps of the tuned size), then ``--draws`` draws with random trajectory lengths of
+  mean ``L / step_size``; the isokinetic McLachlan integrator costs two gradients per
   step. The tuner's own steps are counted as warm-up.
 
 BlackJAX is installed for this script only, never a dependency of the package::
@@ -45,6 +46,10 @@ def main(argv=None) -> int:
     parser.add_argument("--tune-steps", type=int, default=4000, help="the tuner's budget")
     parser.add_argument("--target", type=float, default=0.9, help="MAMS acceptance target")
     parser.add_argument("--tune3", type=float, default=0.1, help="share tuning L")
+    parser.add_argument(
+        "--avg-steps", type=float, default=2.0,
+        help="mean integration steps per proposal (BlackJAX 1.7's default 2: L = 2 eps)",
+    )  # fmt: skip
     parser.add_argument("--skip-nuts", action="store_true")
     args = parser.parse_args(argv)
     configure(chains=CHAINS)
@@ -142,6 +147,7 @@ def _mams(inputs, config, args):
         state, params, tune_steps = adjusted_mclmc_find_L_and_step_size(
             mclmc_kernel=kernel, logdensity_fn=logdensity, num_steps=args.tune_steps,
             state=state, rng_key=tune_key, target=args.target, frac_tune3=args.tune3,
+            target_num_integration_steps=args.avg_steps,
         )  # fmt: skip
         avg = params.L / params.step_size
 
