@@ -45,6 +45,9 @@ def main(argv=None) -> int:
     parser.add_argument("--target-accept", type=float, default=0.9)
     parser.add_argument("--centring", default="none", choices=("auto", "none", "all"))
     parser.add_argument("--out", default=None, help="write each case's folder under this one")
+    parser.add_argument(
+        "--skip-model", action="store_true", help="only the perturbed generators' cases"
+    )
     args = parser.parse_args(argv)
 
     from bayes_dualeval.inference.device import configure
@@ -58,6 +61,8 @@ def main(argv=None) -> int:
 
     specs = args.spec or ["dualeval-2pl"]
     cases = [None, *(p for p in args.perturb or ["theta_scale=2"] if p != "none")]
+    if args.skip_model:
+        cases = cases[1:]
     sampler = dict(
         chains=args.chains, warmup=args.warmup, draws=args.draws, extend=args.extend,
         target_accept=args.target_accept, centring=args.centring,
