@@ -80,9 +80,11 @@ from bayes_dualeval.inference.item_integral import (
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.sharding import replicated_like
 from bayes_dualeval.inference.sites import model_sites
+from bayes_dualeval.inference.start import level_start
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model
+from bayes_dualeval.model.priors import uses_level
 from bayes_dualeval.model.spec import DualEvalModel
 
 #: The links whose item parameters MAP integrates out.
@@ -172,6 +174,7 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
 
     rng = np.random.default_rng(settings.seed)
     u0 = rng.uniform(-0.5, 0.5, sum(sizes))  # in the unconstrained space, as NUTS starts
+    u0 = _level_start(u0, shapes, inputs, config)
     place = replicated_like(inputs)  # one layout of the carried solutions: one program
     x_start = place(_unsolved_items(inputs, items))
     state = {"x": x_start, "evaluations": 0}
@@ -230,6 +233,27 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
         "message": str(res.message),
     }
     return samples, info
+
+
+def _level_start(u0, shapes, inputs, config):
+    """``u0`` with the level term's ``gamma`` and ``level_c`` where NUTS starts them.
+
+    Where every prompt's mean reward is attainable
+    (:func:`~bayes_dualeval.inference.start.level_start`); ``gamma`` in its unconstrained
+    coordinate, the log. From a uniform start the optimiser stalled on AlpacaEval's judges
+    (docs/validation.md section 11).
+    """
+    if not (inputs.has_arena and uses_level(inputs, config)) or "level_c" not in shapes:
+        return u0
+    gamma, level_c = (np.asarray(v, np.float64) for v in level_start(inputs))
+    values = {"gamma": np.log(gamma), "level_c": level_c}
+    out, offset = u0.copy(), 0
+    for name, shape in shapes.items():
+        size = int(np.prod(shape))
+        if name in values:
+            out[offset : offset + size] = np.broadcast_to(values[name], shape).ravel()
+        offset += size
+    return out
 
 
 def _objective(u, x_start, inputs, config, items):
