@@ -209,6 +209,33 @@ def test_judges_tables_find_the_self_preference(judged_run):
     assert set(diagnostics["data"]["judges"]) == {"judge-a", "judge-b", "judge-c"}
 
 
+def _level_posterior(ds, judges, draws, seed):
+    """Random posterior draws of the sites ``judge_levels`` reads (2 chains), flattened too."""
+    rng = np.random.default_rng(seed)
+    m, q = ds.n_models, ds.n_items
+    post = {
+        "theta": rng.normal(size=(2, draws, m)),
+        "b": rng.normal(size=(2, draws, q)),
+        "a": np.exp(rng.normal(0, 0.3, size=(2, draws, q))),
+        "gamma_judge": np.exp(rng.normal(1, 0.3, size=(2, draws, judges))),
+        "severity": rng.normal(size=(2, draws, judges)),
+        "level_scale": np.exp(rng.normal(0, 0.5, size=(2, draws, judges))),
+    }
+    flat = {k: v.reshape(2 * draws, *v.shape[2:]) for k, v in post.items()}
+    return post, flat
+
+
+def _hand_levels(flat, ds, cells):
+    """``severity_k + level_scale_k gamma_k (pbar - 1/2)`` per draw, centred over judges,
+    with ``pbar`` the mean success probability over the arena ``cells``."""
+    i, j = ds.arena_model[cells], ds.arena_item[cells]
+    eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
+    pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
+    slope = flat["level_scale"] * flat["gamma_judge"]
+    level = flat["severity"] + slope * (pbar[:, None] - 0.5)
+    return level - level.mean(axis=1, keepdims=True)
+
+
 def test_a_judges_severity_is_its_level_at_the_average_answer():
     """judges.csv reads the level term at the arena cells' mean success probability.
 
@@ -222,24 +249,9 @@ def test_a_judges_severity_is_its_level_at_the_average_answer():
     from bayes_dualeval.posterior.facet_tables import judge_levels
 
     ds = Dataset.from_frames(arena=pd.DataFrame(_arena(judges=("j1", "j2", "j3"), prompts=4)))
-    rng = np.random.default_rng(1)
-    chains, draws, m, q = 2, 5, ds.n_models, ds.n_items
-    post = {
-        "theta": rng.normal(size=(chains, draws, m)),
-        "b": rng.normal(size=(chains, draws, q)),
-        "a": np.exp(rng.normal(0, 0.3, size=(chains, draws, q))),
-        "gamma_judge": np.exp(rng.normal(1, 0.3, size=(chains, draws, 3))),
-        "severity": rng.normal(size=(chains, draws, 3)),
-        "level_scale": np.exp(rng.normal(0, 0.5, size=(chains, draws, 3))),
-    }
-    idata = az.from_dict(posterior=post)
-    got = judge_levels(idata, ds)
-    flat = {k: v.reshape(chains * draws, *v.shape[2:]) for k, v in post.items()}
-    i, j = ds.arena_model, ds.arena_item
-    eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
-    pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
-    level = flat["severity"] + flat["level_scale"] * flat["gamma_judge"] * (pbar[:, None] - 0.5)
-    want = level - level.mean(axis=1, keepdims=True)
+    post, flat = _level_posterior(ds, judges=3, draws=5, seed=1)
+    got = judge_levels(az.from_dict(posterior=post), ds)
+    want = _hand_levels(flat, ds, np.ones(len(ds.arena_z), bool))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the intercepts alone differ by each judge's slope times (pbar - 1/2)
     assert not np.allclose(got, flat["severity"] - flat["severity"].mean(axis=1, keepdims=True))
@@ -259,23 +271,6 @@ def test_judges_who_saw_different_models_are_compared_on_the_answers_they_share(
     labels = np.asarray(ds.models)[ds.arena_model]
     facet_judge = ds.arena_judge.astype(np.int64)
     np.testing.assert_array_equal(shared_cells(ds, facet_judge), labels == "c")
-    rng = np.random.default_rng(2)
-    chains, draws, m, q = 2, 4, ds.n_models, ds.n_items
-    post = {
-        "theta": rng.normal(size=(chains, draws, m)),
-        "b": rng.normal(size=(chains, draws, q)),
-        "a": np.exp(rng.normal(0, 0.3, size=(chains, draws, q))),
-        "gamma_judge": np.exp(rng.normal(1, 0.3, size=(chains, draws, 2))),
-        "severity": rng.normal(size=(chains, draws, 2)),
-        "level_scale": np.exp(rng.normal(0, 0.5, size=(chains, draws, 2))),
-    }
+    post, flat = _level_posterior(ds, judges=2, draws=4, seed=2)
     got = judge_levels(az.from_dict(posterior=post), ds)
-    flat = {k: v.reshape(chains * draws, *v.shape[2:]) for k, v in post.items()}
-    i, j = ds.arena_model[labels == "c"], ds.arena_item[labels == "c"]
-    eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
-    pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
-    slope = flat["level_scale"] * flat["gamma_judge"]
-    level = flat["severity"] + slope * (pbar[:, None] - 0.5)
-    np.testing.assert_allclose(
-        got, level - level.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-6
-    )
+    np.testing.assert_allclose(got, _hand_levels(flat, ds, labels == "c"), rtol=1e-5, atol=1e-6)

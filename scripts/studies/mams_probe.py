@@ -57,6 +57,9 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
+    # the script's folder is on the path: the same unconstrained draws as the metric's study
+    from metric_oracle import _unconstrained
+
     from bayes_dualeval import load
     from bayes_dualeval.inference import nuts
     from bayes_dualeval.inference.buckets import padded
@@ -86,7 +89,7 @@ def main(argv=None) -> int:
             mcmc, jax.random.PRNGKey(settings.seed), inputs, config, None
         )
         steps = np.asarray(stats["num_steps"], np.float64)
-        latent = _unconstrained_nuts(samples, inputs, config)
+        latent = _unconstrained(samples, inputs, config)
         ess = _least_ess(_stack(latent))
         sampling = steps.sum()
         # NumPyro does not return the warm-up's steps; 400 iterations at about the
@@ -210,23 +213,6 @@ def _least_ess(draws):
     return min(
         float(np.nanmin(az.ess(data, method=m).to_array().values)) for m in ("bulk", "tail")
     )
-
-
-def _unconstrained_nuts(samples, inputs, config):
-    """Each latent site's NUTS draws in the coordinates the sampler moves in."""
-    import numpy as np
-    from numpyro import handlers
-    from numpyro.distributions.transforms import biject_to
-
-    from bayes_dualeval.model.joint import dualeval_model
-
-    trace = handlers.trace(handlers.seed(dualeval_model, 0)).get_trace(inputs, config)
-    out = {}
-    for name, site in trace.items():
-        if site["type"] == "sample" and not site["is_observed"]:
-            values = np.asarray(biject_to(site["fn"].support).inv(samples[name]))
-            out[name] = values.reshape(values.shape[0] * values.shape[1], -1)
-    return out
 
 
 if __name__ == "__main__":
