@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bayes_dualeval.calibration.measure import static_responses
 from bayes_dualeval.core.item_ids import static_ids
 from bayes_dualeval.data.dataset import Dataset
 from bayes_dualeval.measure import deviation
@@ -26,7 +27,6 @@ from bayes_dualeval.measure.score import accuracy_table
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.simulate import simulate
 from bayes_dualeval.model.spec import DualEvalModel
-from bayes_dualeval.sbc.measure import static_responses
 
 N_BANK, N_NEW, DRAWS, PER_BENCHMARK = 60, 40, 200, 10
 

@@ -62,6 +62,20 @@ def test_import_does_not_start_jax():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+def test_no_subpackage_hides_a_verb_of_the_api():
+    """Importing a submodule sets it on its package: a subpackage named like a verb of the
+    API (``bayes_dualeval.sbc``) would replace ``bd.sbc`` once anything imported it."""
+    import pkgutil
+
+    import bayes_dualeval as bd
+
+    names = {m.name for m in pkgutil.iter_modules(bd.__path__)}
+    assert not names & set(bd._API), names & set(bd._API)
+    import bayes_dualeval.calibration.study  # noqa: F401 - what sbc imports
+
+    assert callable(bd.sbc) and callable(bd.measure_sbc)
+
+
 def _run(code: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

@@ -225,24 +225,34 @@ def _level_posterior(ds, judges, draws, seed):
     return post, flat
 
 
-def _hand_levels(flat, ds, cells):
-    """``severity_k + level_scale_k gamma_k (pbar - 1/2)`` per draw, centred over judges,
-    with ``pbar`` the mean success probability over the arena ``cells``."""
-    i, j = ds.arena_model[cells], ds.arena_item[cells]
-    eta = flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])
-    pbar = (1 / (1 + np.exp(-eta))).mean(axis=1)
-    slope = flat["level_scale"] * flat["gamma_judge"]
-    level = flat["severity"] + slope * (pbar[:, None] - 0.5)
+def _hand_levels(flat, ds, read_on):
+    """Each judge's predicted mean reward over the cells ``read_on[k]`` (bool (R,)), per
+    draw, centred over judges: ``severity_k + level_scale_k gamma_k (pbar_u - 1/2) +
+    gamma_k (p_r - pbar_u)`` per cell ``r`` of unit ``u`` (its prompt as its own judge
+    scored it), ``pbar_u`` the unit's mean success probability."""
+    i, j = ds.arena_model, ds.arena_item
+    p = 1 / (1 + np.exp(-flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])))
+    unit = pd.Series(ds.arena_judge.astype(int) * ds.n_items + j)
+    pbar = pd.DataFrame(p.T).groupby(unit.values).transform("mean").to_numpy().T
+    gamma, slope = flat["gamma_judge"], flat["level_scale"] * flat["gamma_judge"]
+    level = np.stack(
+        [
+            flat["severity"][:, k]
+            + slope[:, k] * (pbar[:, rows].mean(axis=1) - 0.5)
+            + gamma[:, k] * (p[:, rows] - pbar[:, rows]).mean(axis=1)
+            for k, rows in enumerate(read_on)
+        ],
+        axis=1,
+    )
     return level - level.mean(axis=1, keepdims=True)
 
 
 def test_a_judges_severity_is_its_level_at_the_average_answer():
-    """judges.csv reads the level term at the arena cells' mean success probability.
+    """judges.csv reads each judge's predicted mean reward over the cells (every judge
+    scored every cell here): the level term at the cells' mean success probability.
 
-    Computed by hand from posterior draws: ``severity_k + level_scale_k gamma_k (pbar -
-    1/2)`` per draw, with ``pbar`` the mean of ``sigmoid(a_q (theta_i - b_q))`` over the
-    arena cells, centred over judges; not the model's intercept ``severity_k`` (at a
-    success probability of one half).
+    Computed by hand from posterior draws (:func:`_hand_levels`), centred over judges;
+    not the model's intercept ``severity_k`` (at a success probability of one half).
     """
     import arviz as az
 
@@ -251,16 +261,18 @@ def test_a_judges_severity_is_its_level_at_the_average_answer():
     ds = Dataset.from_frames(arena=pd.DataFrame(_arena(judges=("j1", "j2", "j3"), prompts=4)))
     post, flat = _level_posterior(ds, judges=3, draws=5, seed=1)
     got = judge_levels(az.from_dict(posterior=post), ds)
-    want = _hand_levels(flat, ds, np.ones(len(ds.arena_z), bool))
+    # every judge scored every cell: each is read on every cell
+    want = _hand_levels(flat, ds, [np.ones(len(ds.arena_z), bool)] * 3)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the intercepts alone differ by each judge's slope times (pbar - 1/2)
     assert not np.allclose(got, flat["severity"] - flat["severity"].mean(axis=1, keepdims=True))
 
 
 def test_judges_who_saw_different_models_are_compared_on_the_answers_they_share():
-    """With judges of different models, severity reads the level at the mean success
-    probability of the cells two judges scored (model c's here), not of every cell: a
-    level read elsewhere extrapolates along each judge's slope (AlpacaEval's judges)."""
+    """With judges of different models, severity is each judge's predicted mean reward
+    over its cells that two judges scored (model c's here), each cell in its unit of the
+    judge's own models: a level read elsewhere extrapolates along each judge's slope
+    (AlpacaEval's judges)."""
     import arviz as az
 
     from bayes_dualeval.posterior.facet_tables import judge_levels, shared_cells
@@ -273,4 +285,30 @@ def test_judges_who_saw_different_models_are_compared_on_the_answers_they_share(
     np.testing.assert_array_equal(shared_cells(ds, facet_judge), labels == "c")
     post, flat = _level_posterior(ds, judges=2, draws=4, seed=2)
     got = judge_levels(az.from_dict(posterior=post), ds)
-    np.testing.assert_allclose(got, _hand_levels(flat, ds, labels == "c"), rtol=1e-5, atol=1e-6)
+    judge = np.asarray(ds.judges)[facet_judge]
+    read_on = [(labels == "c") & (judge == name) for name in ("j1", "j2")]
+    want = _hand_levels(flat, ds, read_on)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # not the level at the shared cells' mean success probability (the previous reading):
+    # each judge's unit mean is over the models it scored, the rest is read on gamma_k
+    i, j = ds.arena_model[labels == "c"], ds.arena_item[labels == "c"]
+    pbar = (1 / (1 + np.exp(-flat["a"][:, j] * (flat["theta"][:, i] - flat["b"][:, j])))).mean(1)
+    old = flat["severity"] + flat["level_scale"] * flat["gamma_judge"] * (pbar[:, None] - 0.5)
+    assert not np.allclose(got, old - old.mean(axis=1, keepdims=True), atol=1e-2)
+
+
+def test_a_judge_sharing_no_answer_has_no_severity_while_others_do():
+    """Judges j1 and j2 share model c's answers, j3 shares none: j3's severity is NaN (it
+    cannot be compared on the same answers), the others are centred between themselves."""
+    import arviz as az
+
+    from bayes_dualeval.posterior.facet_tables import judge_levels
+
+    rows = _arena(judges=("j1",), models=("a", "b", "c"), prompts=4)
+    rows += _arena(judges=("j2",), models=("c", "d", "e"), prompts=4, seed=1)
+    rows += _arena(judges=("j3",), models=("f", "g"), prompts=4, seed=2)
+    ds = Dataset.from_frames(arena=pd.DataFrame(rows))
+    post, _ = _level_posterior(ds, judges=3, draws=4, seed=3)
+    got = judge_levels(az.from_dict(posterior=post), ds)
+    assert np.isnan(got[:, 2]).all() and np.isfinite(got[:, :2]).all()
+    np.testing.assert_allclose(got[:, 0], -got[:, 1], atol=1e-9)

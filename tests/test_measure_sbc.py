@@ -1,4 +1,4 @@
-"""Conditional SBC of the measure stage (bayes_dualeval.sbc.measure and .conditional).
+"""Conditional SBC of the measure stage (bayes_dualeval.calibration.measure and .conditional).
 
 No fit: the bank is built directly from known draws (8 bank models x 40 static questions,
 60 draws spread around fixed values), which is all the measure stage reads, so the check is
@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from bayes_dualeval.calibration.conditional import measure_sbc
+from bayes_dualeval.calibration.generate import design
+from bayes_dualeval.calibration.measure import mixtures, parse_perturbation, pit, simulate
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.measure.bank import Bank, _item_table
 from bayes_dualeval.model.config import load_spec
 from bayes_dualeval.model.spec import DualEvalModel
-from bayes_dualeval.sbc.conditional import measure_sbc
-from bayes_dualeval.sbc.generate import design
-from bayes_dualeval.sbc.measure import mixtures, parse_perturbation, pit, simulate
 
 
 def known_bank(n_models=8, n_items=40, n_draws=60, spread=0.3, seed=0) -> Bank:

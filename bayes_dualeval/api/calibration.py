@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bayes_dualeval.sbc.conditional import MeasureSBCResult
-    from bayes_dualeval.sbc.study import SBCResult
+    from bayes_dualeval.calibration.conditional import MeasureSBCResult
+    from bayes_dualeval.calibration.study import SBCResult
 
 
 def sbc(
@@ -22,6 +22,7 @@ def sbc(
     n_models: int = 10,
     static_items: int = 30,
     n_domains: int = 3,
+    arena_prompts: int = 20,
     perturb=(),
     seed: int = 0,
     **options,
@@ -35,14 +36,20 @@ def sbc(
     sims : int
         Simulations (fits).
     mode : str
-        The specification's ``mode``; only ``static`` is generative.
+        The specification's ``mode``: ``static``, or the reward likelihood
+        (``arena_likelihood='reward'``, ``arena_level='none'``) in ``both`` or ``arena``;
+        the pairs are not generative
+        (:func:`~bayes_dualeval.calibration.generate.check_generative`).
     n_models, static_items : int
         The fixed design: every model answers every static question once.
     n_domains : int
         The questions' domains, for a specification with an ability per domain.
+    arena_prompts : int
+        Arena prompts each model is scored on once, where the mode fits the arena.
     perturb : sequence of str
-        ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``flip=0.1``;
-        :func:`~bayes_dualeval.sbc.generate.parse_perturbation`): data the model did not
+        ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``flip=0.1``,
+        ``reward_df=3``;
+        :func:`~bayes_dualeval.calibration.generate.parse_perturbation`): data the model did not
         generate, to see the check's power.
     seed : int
         Of the simulations, the fits and the bands.
@@ -64,14 +71,15 @@ def sbc(
     """
     from bayes_dualeval.api.devices import start
     from bayes_dualeval.api.fitting import settings
-    from bayes_dualeval.sbc.generate import parse_perturbation
-    from bayes_dualeval.sbc.study import sbc as run_sbc
+    from bayes_dualeval.calibration.generate import parse_perturbation
+    from bayes_dualeval.calibration.study import sbc as run_sbc
 
     config, sampler = settings("nuts", model, mode=mode, **options)
     start(wanted=sampler.chains)
     return run_sbc(
         config, sampler, sims=sims, n_models=n_models, n_items=static_items,
-        n_domains=n_domains, perturb=parse_perturbation(perturb), seed=seed,
+        n_domains=n_domains, n_prompts=arena_prompts, perturb=parse_perturbation(perturb),
+        seed=seed,
     )  # fmt: skip
 
 
@@ -109,7 +117,7 @@ def measure_sbc(
         Bank draws kept (evenly spaced).
     perturb : sequence of str
         ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``b_shift=0.5``,
-        ``flip=0.1``; :func:`~bayes_dualeval.sbc.measure.parse_perturbation`).
+        ``flip=0.1``; :func:`~bayes_dualeval.calibration.measure.parse_perturbation`).
     held_out : bool
         Simulate from bank draws the scores do not use (as a real new model's items are
         none of the bank's draws); False: from the draws mixed over.
@@ -133,8 +141,8 @@ def measure_sbc(
     from bayes_dualeval.api.fitting import open as open_run
     from bayes_dualeval.api.measures import _bank
     from bayes_dualeval.api.run import Run
-    from bayes_dualeval.sbc.conditional import measure_sbc as run_measure_sbc
-    from bayes_dualeval.sbc.measure import parse_perturbation
+    from bayes_dualeval.calibration.conditional import measure_sbc as run_measure_sbc
+    from bayes_dualeval.calibration.measure import parse_perturbation
 
     run = run if isinstance(run, Run) else open_run(run)
     bank = _bank(run, allow_approximate=allow_approximate)

@@ -18,8 +18,9 @@ from bayes_dualeval.cli.shared import (
 from bayes_dualeval.model.config import DEFAULT_MODEL, MODES
 
 #: Options of the fits' calibration (no bank), and of the measure stage's (with a bank).
-FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "domains", "chains", "warmup",
-            "draws", "extend", "target_accept", "centring")  # fmt: skip
+FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "domains", "arena_prompts",
+            "arena_level", "chains", "warmup", "draws", "extend", "target_accept",
+            "centring")  # fmt: skip
 BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items", "target_se",
              "allow_approximate")  # fmt: skip
 
@@ -31,11 +32,22 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 )  # fmt: skip
 @click.option(
     "--mode", type=click.Choice(MODES), default="static", show_default=True,
-    help="The specification's mode; only static labels are a generative likelihood.",
+    help="The specification's mode; static labels and the reward likelihood are generative, "
+    "the arena's pairs are not.",
 )  # fmt: skip
 @click.option("--sims", type=click.IntRange(2), required=True, help="Simulations (fits).")
 @click.option("--models", "n_models", type=click.IntRange(2), default=10, show_default=True)
 @click.option("--static-items", type=click.IntRange(2), default=30, show_default=True)
+@click.option(
+    "--arena-prompts", type=click.IntRange(2), default=20, show_default=True,
+    help="Arena prompts each model is scored on once, where the mode fits the arena (the "
+    "reward likelihood).",
+)  # fmt: skip
+@click.option(
+    "--arena-level", type=click.Choice(("mean", "none")), default=None,
+    help="Override the specification's arena level term (the reward likelihood is "
+    "calibrated without it: none).",
+)  # fmt: skip
 @click.option(
     "--domains", type=click.IntRange(1), default=3, show_default=True,
     help="The questions' domains, for a specification with an ability per domain.",
@@ -43,8 +55,8 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 @click.option(
     "--perturb", multiple=True, metavar="KEY=VALUE",
     help="Draw the data from a generator that is not the model: a prior setting changed "
-    "for the generator only (theta_scale=2) or flip=P (labels flipped with probability P). "
-    "Repeatable.",
+    "for the generator only (theta_scale=2, sigma_scale=3), flip=P (labels flipped with "
+    "probability P) or reward_df=DF (Student-t reward noise). Repeatable.",
 )  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--chains", type=click.IntRange(1), default=4, show_default=True)
@@ -96,19 +108,22 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 @click.pass_context
 @clean_errors
 def sbc(
-    ctx, model_name, mode, sims, n_models, static_items, domains, perturb, seed, chains, warmup,
+    ctx, model_name, mode, sims, n_models, static_items, arena_prompts, arena_level, domains,
+    perturb, seed, chains, warmup,
     draws, extend, target_accept, centring, bank, measure, items, bank_draws, held_out, select,
     max_items, target_se, allow_approximate, out, quiet,
 ):  # fmt: skip
     """Simulation-based calibration: fit data drawn from the model's own prior.
 
     Draws --sims data sets of one design (--models models each answering --static-items
-    questions once, in --domains domains under a specification with an ability per domain)
-    from the specification's prior predictive (every hyperparameter drawn), fits each with
+    questions once, in --domains domains under a specification with an ability per domain,
+    and scored on --arena-prompts prompts under the reward likelihood with --arena-level
+    none) from the specification's prior predictive (every hyperparameter drawn), fits each with
     NUTS (the sampler options below; the defaults are fit's), and ranks each true quantity
     (centred abilities, the best and the worst, a contrast, items' difficulty and log
     discrimination, item spreads, the guessing level, domain deviations and their spread,
-    the joint log likelihood) among 99 evenly spaced posterior draws. Writes OUT/sbc.csv
+    gamma and the reward noise sigma, the joint log likelihood) among 99 evenly spaced
+    posterior draws. Writes OUT/sbc.csv
     (per quantity: the largest ECDF deviation from uniform, a p-value and whether the ECDF
     stays inside its simultaneous 95% band), OUT/ranks.csv, OUT/sbc.png and OUT/sbc.json.
     Calibrated fits leave about one quantity in twenty outside its band; --perturb shows
@@ -130,6 +145,8 @@ def sbc(
     Example:
         bayes-dualeval sbc --model dualeval-2pl --mode static --sims 60 --seed 1 --out sbc/
         bayes-dualeval sbc --sims 60 --perturb theta_scale=2 --seed 1 --out sbc-wide/
+        bayes-dualeval sbc --model dualeval-reward --mode both --arena-level none \\
+            --sims 60 --out sbc-reward/
         bayes-dualeval sbc --bank runs/2pl --measure score --sims 10000 --out msbc/
     """
     given = {
@@ -152,11 +169,13 @@ def sbc(
     from bayes_dualeval.core.atomic import check_new_folder
 
     check_new_folder(out)
+    overrides = {} if arena_level is None else {"arena_level": arena_level}
     with progress_lines(quiet):
         result = api.sbc(
             model_name, sims=sims, mode=mode, n_models=n_models, static_items=static_items,
-            n_domains=domains, perturb=perturb, seed=seed, chains=chains, warmup=warmup,
-            draws=draws, extend=extend, target_accept=target_accept, centring=centring,
+            arena_prompts=arena_prompts, n_domains=domains, perturb=perturb, seed=seed,
+            chains=chains, warmup=warmup, draws=draws, extend=extend,
+            target_accept=target_accept, centring=centring, **overrides,
         )  # fmt: skip
     path = result.save(out)
     info = result.info

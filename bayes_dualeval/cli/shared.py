@@ -34,7 +34,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 COMMAND_FLAGS = {
     "out": "--out", "force": "--force", "device": "--device", "rescore": "--rescore",
     "allow_approximate": "--allow-approximate", "drift_threshold": "--drift-threshold",
-    "fdr": "--fdr",
+    "fdr": "--fdr", "arena_prompts": "--arena-prompts",
 }  # fmt: skip
 
 #: A reference to a setting as :func:`bayes_dualeval.core.fields.setting` writes it: the

@@ -289,7 +289,7 @@ class GridPosterior:
         likelihood of the model's responses, up to a constant shared by every draw (the
         grid is one per model). Not read by the equal-weight mixture; a mixture weighted
         by it is the posterior without the cut
-        (:mod:`~bayes_dualeval.sbc.measure` compares the two).
+        (:mod:`~bayes_dualeval.calibration.measure` compares the two).
     """
 
     grids: np.ndarray

@@ -141,40 +141,68 @@ def judge_table(idata, dataset: Dataset, ci: float) -> pd.DataFrame:
 
 
 def judge_levels(idata, dataset: Dataset, max_draws: int = LEVEL_DRAWS) -> np.ndarray | None:
-    """Each judge's severity as ``judges.csv`` reports it, per draw: (draws, judges).
+    r"""Each judge's severity as ``judges.csv`` reports it, per draw: (draws, judges).
 
-    The level the level term gives a judge's rewards at the average answer the judges
-    share (:meth:`~bayes_dualeval.model.facets.Facets.level_mean` of the score of the mean
-    success probability over the arena cells that two judges or more scored:
-    :func:`shared_cells`; over every arena cell where no cell is shared), centred over
-    judges: how much lower (negative) or higher a judge scores the same answers than the
-    others, on the normalised rewards' scale. The model's ``severity`` is the level at a
-    success probability of one half; where the judges' slopes differ, a level read away
-    from the answers they share is an extrapolation along each slope: on AlpacaEval, whose
-    judges saw different models, the level at the mean answer over every cell contradicted
-    the models both judges scored (docs/validation.md §11). None without the level term.
+    The mean reward the fit predicts of a judge on the answers the judges share (the
+    arena cells (model, prompt) that two judges or more scored: :func:`shared_cells`),
+    centred over judges: how much lower (negative) or higher a judge scores the same
+    answers than the others, on the normalised rewards' scale, leaving aside its family
+    biases and style payments (``judge_bias.csv``, ``style.csv``). A cell ``r`` of judge
+    ``k`` in unit ``u`` (its prompt as the judge scored it) is predicted the unit's level
+    plus the cell's score beyond the unit's mean:
+
+    .. math:: \hat z_r = \delta_k + \kappa_k \gamma_k (\bar p_u - 1/2)
+              + \gamma_k (p_r - \bar p_u)
+
+    (:meth:`~bayes_dualeval.model.facets.Facets.level_mean`), averaged over the judge's
+    shared cells. The model's ``severity`` (:math:`\delta_k`) is the level at a success
+    probability of one half, and the level slope :math:`\kappa_k \gamma_k` reads a
+    unit's mean over the models the judge scored; on AlpacaEval, whose judges saw
+    different models, reading either away from the answers the judges share contradicted
+    the models both judges scored (docs/validation.md §11). Where no cell is shared, every
+    judge is predicted on every cell (each in its own unit): the level at the mean
+    success probability of every cell; a judge that shares no answer while others do is
+    NaN. None without the level term.
     """
     post = idata.posterior
     if "severity" not in post:
         return None
     facet = arena_facets(dataset, True)
+    n, k = len(facet.judge), facet.n_judges
     keep = evenly_spaced(post.sizes["chain"] * post.sizes["draw"], max_draws)
     draws = {s: jnp.asarray(draws_of(idata, s)[keep]) for s in _LEVEL_SITES if s in post}
+    model = jnp.asarray(dataset.arena_model[:n])
+    item = np.asarray(dataset.arena_item[:n])
+    key = facet.judge.astype(np.int64) * dataset.n_items + item
+    _, unit = np.unique(key, return_inverse=True)
+    unit = jnp.asarray(unit.ravel())
+    units = int(unit.max()) + 1
+    size = jax.ops.segment_sum(jnp.ones(n), unit, units)
+    # which cells each judge is read on, as weights summing to one per judge (a judge
+    # sharing no answer while others do has none: NaN)
     cells = shared_cells(dataset, facet.judge)
-    if not cells.any():
-        cells[:] = True
-    model = jnp.asarray(dataset.arena_model[: len(facet.judge)][cells])
-    item = jnp.asarray(dataset.arena_item[: len(facet.judge)][cells])
-    every = jnp.arange(facet.n_judges)
+    weight = np.zeros((k, n))
+    if cells.any():
+        weight[facet.judge[cells], np.flatnonzero(cells)] = 1.0
+    else:
+        weight[:] = 1.0
+    with np.errstate(invalid="ignore"):
+        weight = jnp.asarray(weight / weight.sum(axis=1, keepdims=True))
+    every = jnp.arange(k)
 
     def level(d):
-        eta = cell_eta(abilities_of(d, dataset.domain_index), d.get("a"), d["b"], model, item)
-        pbar = jnp.mean(links.probability(eta))
+        eta = cell_eta(
+            abilities_of(d, dataset.domain_index), d.get("a"), d["b"], model, jnp.asarray(item)
+        )
+        p = links.probability(eta)
+        pbar = (jax.ops.segment_sum(p, unit, units) / size)[unit]
         f = Facets(d["gamma_judge"], severity=d["severity"], level_scale=d.get("level_scale"))
-        return f.level_mean(reward_score(pbar, f.gamma), every)
+        at_unit, at_cell = weight @ pbar, weight @ p
+        beyond = reward_score(at_cell, f.gamma) - reward_score(at_unit, f.gamma)
+        return f.level_mean(reward_score(at_unit, f.gamma), every) + beyond
 
-    out = np.asarray(jax.vmap(level)(draws), np.float64)
-    return out - out.mean(axis=1, keepdims=True)
+    out = np.asarray(jax.lax.map(level, draws, batch_size=50), np.float64)
+    return out - np.nanmean(out, axis=1, keepdims=True)
 
 
 def shared_cells(dataset: Dataset, judge: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@
 Fits each bank once with NUTS (the simulator of ``bayes_dualeval.model.simulate``; sizes,
 seeds and sampler settings below and in the output), writes the run folder, reads it with
 ``Bank.from_run`` (an unconverged bank is used and counted: ``approximate`` says why) and
-runs :func:`bayes_dualeval.sbc.conditional.measure_sbc` on it:
+runs :func:`bayes_dualeval.calibration.conditional.measure_sbc` on it:
 
 * ``score`` with every static question answered, and with a random 30-question subset;
 * ``score`` from generators that are not the bank (``theta_scale=2``, ``b_shift=0.5``);
@@ -96,8 +96,8 @@ def main(argv=None) -> int:
     from bayes_dualeval.inference.device import configure
 
     configure("cpu", args.chains)
+    from bayes_dualeval.calibration.conditional import measure_sbc
     from bayes_dualeval.measure.bank import Bank
-    from bayes_dualeval.sbc.conditional import measure_sbc
 
     root = args.out or Path(tempfile.mkdtemp(prefix="measure-sbc-"))
     root.mkdir(parents=True, exist_ok=True)

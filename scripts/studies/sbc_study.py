@@ -1,8 +1,10 @@
-"""Simulation-based calibration tables: each specification's SBC, on its own prior and perturbed.
+r"""Simulation-based calibration tables: each specification's SBC, on its own prior and perturbed.
 
-For each ``--spec`` (a named specification, fitted in ``mode='static'``), runs
+For each ``--spec`` (a named specification, fitted in ``--mode``: ``static`` by default;
+``both`` or ``arena`` for the reward likelihood, fitted without the level term), runs
 :func:`bayes_dualeval.api.sbc` with ``--sims`` simulations of one design (``--models`` x
-``--items``) on the model's own prior predictive, and again for each ``--perturb``
+``--items`` static questions, and ``--prompts`` arena prompts where the mode fits the
+arena) on the model's own prior predictive, and again for each ``--perturb``
 (generators that are not the model). Prints one row per case (quantities outside their
 simultaneous 95% band, the smallest p-value, fits that failed the convergence check,
 seconds) and, with ``--out DIR``, writes each case's folder (``sbc.csv``, ``ranks.csv``,
@@ -13,6 +15,8 @@ Usage::
 
     python scripts/studies/sbc_study.py --spec dualeval-2pl --sims 200 --out sbc-tables/
     python scripts/studies/sbc_study.py --spec dualeval-3pl --sims 200 --perturb flip=0.05
+    python scripts/studies/sbc_study.py --spec dualeval-reward --mode both --prompts 20 \
+        --perturb theta_scale=2 --perturb reward_df=3 --out sbc-tables/
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", type=int, default=10)
     parser.add_argument("--items", type=int, default=30)
     parser.add_argument("--domains", type=int, default=3, help="with an ability per domain")
+    parser.add_argument("--mode", default="static", choices=("static", "both", "arena"))
+    parser.add_argument("--prompts", type=int, default=20, help="arena prompts (reward mode)")
     parser.add_argument(
         "--perturb",
         action="append",
@@ -54,7 +60,7 @@ def main(argv=None) -> int:
 
     configure("cpu", args.chains)
     # a line per simulation on stderr (the table goes to stdout)
-    progress = logging.getLogger("bayes_dualeval.sbc")
+    progress = logging.getLogger("bayes_dualeval.calibration")
     progress.addHandler(logging.StreamHandler(sys.stderr))
     progress.setLevel(logging.INFO)
     from bayes_dualeval import api
@@ -63,13 +69,16 @@ def main(argv=None) -> int:
     cases = [None, *(p for p in args.perturb or ["theta_scale=2"] if p != "none")]
     if args.skip_model:
         cases = cases[1:]
+    # the reward likelihood is generative only without the level term
+    level = {} if args.mode == "static" else {"arena_level": "none"}
     sampler = dict(
         chains=args.chains, warmup=args.warmup, draws=args.draws, extend=args.extend,
         target_accept=args.target_accept, centring=args.centring,
     )  # fmt: skip
     print(
         f"# {args.sims} simulations per case, seed {args.seed}, design {args.models} models x "
-        f"{args.items} static questions; NUTS {sampler}"
+        f"{args.items} static questions, {args.prompts if args.mode != 'static' else 0} arena "
+        f"prompts, mode {args.mode}; NUTS {sampler}"
     )
     head = (
         f"{'spec':<14} {'generator':<16} {'outside':>8} {'min p':>7} {'not conv.':>9} "
@@ -83,9 +92,10 @@ def main(argv=None) -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = api.sbc(
-                    spec, sims=args.sims, n_models=args.models, static_items=args.items,
-                    n_domains=args.domains,
-                    perturb=[case] if case else [], seed=args.seed, **sampler,
+                    spec, sims=args.sims, mode=args.mode, n_models=args.models,
+                    static_items=args.items, arena_prompts=args.prompts,
+                    n_domains=args.domains, perturb=[case] if case else [], seed=args.seed,
+                    **sampler, **level,
                 )  # fmt: skip
             if args.out:
                 name = f"{spec}-{case.replace('=', '-') if case else 'model'}"

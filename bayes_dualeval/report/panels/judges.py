@@ -56,8 +56,8 @@ def judges(doc: Markup, ctx: ReportContext) -> None:
         doc.para(
             f"{len(table)} judges scored the arena. Each has its own discrimination (how "
             "strongly its rewards follow the models' success probabilities) and severity (how "
-            "much higher or lower than the other judges it scores the average answer, read "
-            "from the prompts' mean rewards); the "
+            "much higher or lower than the other judges it scores the answers they share, "
+            "as the fit predicts them; blank for a judge that shares none); the "
             "leaderboard is judge-adjusted. Agreement is the rank correlation of a judge's "
             "mean reward per model with the other judges' consensus. The full table is "
             "judges.csv."

@@ -4,7 +4,7 @@ No refit: the bank (:class:`~bayes_dualeval.measure.bank.Bank`, a fitted run) is
 fixed, and each replicate draws
 
 1. a bank draw :math:`d` uniformly among the given draws of the bank (by default those the
-   scores do not use: :func:`~bayes_dualeval.sbc.conditional.measure_sbc`);
+   scores do not use: :func:`~bayes_dualeval.calibration.conditional.measure_sbc`);
 2. a new model's raw ability :math:`\theta \sim N(0, s)` (the ability prior of
    :mod:`~bayes_dualeval.measure.grid`), whose truth on the leaderboard's scale is
    :math:`u = \theta - \bar\theta_d` (the grid's :math:`\theta = \bar\theta_d + u`);

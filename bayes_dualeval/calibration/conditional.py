@@ -1,9 +1,9 @@
 """The measure stage's conditional SBC as tables: :func:`measure_sbc` and its result.
 
-The replicates of :mod:`~bayes_dualeval.sbc.measure` become the tables of ``sbc``: each
+The replicates of :mod:`~bayes_dualeval.calibration.measure` become the tables of ``sbc``: each
 quantity's PIT values, binned into ranks ``0, ..., L`` (``floor(PIT (L + 1))``, uniform
 exactly when the PIT is, at that resolution) and tested against the simultaneous band of
-:mod:`~bayes_dualeval.sbc.ecdf`; the central intervals' coverage of the truth at 50, 90 and
+:mod:`~bayes_dualeval.calibration.ecdf`; the central intervals' coverage of the truth at 50, 90 and
 95%; and the null distribution of ``fit_p`` (its share below 1% and 5%). The quantities:
 ``theta_equal`` (the equal-weight mixture ``score`` and ``adaptive`` report),
 ``theta_weighted`` (the mixture weighted by each draw's marginal likelihood: exact when the
@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.calibration import ecdf
+from bayes_dualeval.calibration.measure import adaptive_replicates, score_replicates, simulate
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.measure.bank import Bank
-from bayes_dualeval.sbc import ecdf
-from bayes_dualeval.sbc.measure import adaptive_replicates, score_replicates, simulate
 
 #: What can be calibrated: a score, or an adaptive test.
 MEASURES = ("score", "adaptive")
@@ -53,7 +53,7 @@ class MeasureSBCResult:
     ranks : pandas.DataFrame
         ``sim, quantity, rank, draws, pit``.
     replicates : pandas.DataFrame
-        One row per simulated model (:func:`~bayes_dualeval.sbc.measure.score_replicates`).
+        One row per simulated model (:func:`~bayes_dualeval.calibration.measure.score_replicates`).
     band : Band
     info : dict
         Bank, settings, seed, and the distance between the two mixtures (``mean_tv``,
@@ -74,7 +74,7 @@ class MeasureSBCResult:
 
     def save(self, out: str | Path) -> Path:
         """Write ``sbc.csv``, ``coverage.csv``, ``ranks.csv``, ``sbc.png`` and ``sbc.json``."""
-        from bayes_dualeval.sbc.study import write_folder
+        from bayes_dualeval.calibration.study import write_folder
 
         return write_folder(out, self, {COVERAGE_FILE: self.coverage})
 
@@ -106,7 +106,7 @@ def measure_sbc(
         Bank draws kept (evenly spaced): the simulation's draws and the mixtures'.
     perturb : dict, optional
         A generator that is not the bank
-        (:func:`~bayes_dualeval.sbc.measure.parse_perturbation`).
+        (:func:`~bayes_dualeval.calibration.measure.parse_perturbation`).
     held_out : bool
         Simulate from bank draws that the scores do not use (the bank must keep more
         than ``bank_draws``): the true items are then none of the draws mixed over, as

@@ -12,12 +12,13 @@ and to every posterior draw, so its rank is uniform when the fits are calibrated
   discriminations (2PL and above);
 * ``sigma_b``, ``sigma_log_a``: the item spreads of the first item group (hierarchical
   item prior); ``mu_c`` the guessing level, ``mu_d`` the ceiling level (3PL, 4PL);
-  ``gamma`` where the arena term is fitted;
+  ``gamma`` where the arena term is fitted, ``sigma`` the reward noise, and the first arena
+  prompt's ``b_rel[prompt]`` and ``log_a[prompt]`` (the reward likelihood);
 * with an ability per domain: ``domain_dev[0,0]``, ``domain_dev[1,1]``, two models'
   deviations from their overall ability in a domain (model 0 in domain 0, model 1 in
   domain 1), and ``tau_domain[0]``, the first domain's spread of deviations;
 * ``loglik``: the joint log likelihood of the simulated data (Modrák et al. 2023: a test
-  quantity that depends on the data too).
+  quantity that depends on the data too): the static labels' and the arena's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 FIRST = (0, 1)
 
 
-def quantities(values: dict, loglik: np.ndarray) -> dict:
+def quantities(values: dict, loglik: np.ndarray, prompt: int | None = None) -> dict:
     """The ranked quantities of a set of parameter values, with a leading draw axis.
 
     Parameters
@@ -38,6 +39,9 @@ def quantities(values: dict, loglik: np.ndarray) -> dict:
         group-level sites (n, G) where the model has them).
     loglik : numpy.ndarray, shape (n,)
         The joint log likelihood of the data at each draw.
+    prompt : int, optional
+        The item index of the first arena prompt, whose parameters are ranked too (unless
+        it is one of the items ranked anyway: an arena-only design).
 
     Returns
     -------
@@ -62,11 +66,16 @@ def quantities(values: dict, loglik: np.ndarray) -> dict:
         for k in FIRST:
             out[f"domain_dev[{k},{k}]"] = deviation[:, k, k % deviation.shape[-1]]
         out["tau_domain[0]"] = np.asarray(values["tau_domain"]).reshape(theta.shape[0], -1)[:, 0]
+    if prompt is not None and prompt not in FIRST:  # else ranked above already
+        out["b_rel[prompt]"] = b_rel[:, prompt]
+        if values.get("a") is not None:
+            out["log_a[prompt]"] = np.log(np.asarray(values["a"]))[:, prompt]
     for name in ("sigma_b", "sigma_log_a", "mu_c", "mu_d"):
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
-    if "gamma" in values:
-        out["gamma"] = np.asarray(values["gamma"]).reshape(theta.shape[0], -1)[:, 0]
+    for name in ("gamma", "sigma"):
+        if name in values:
+            out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
     out["loglik"] = np.asarray(loglik)
     return out
 
@@ -96,12 +105,13 @@ def ranks(truth: dict, draws: dict, rng: np.random.Generator) -> dict:
 
 
 def joint_loglik(model, values: dict, inputs) -> np.ndarray:
-    """The static log likelihood of ``inputs``' labels at each draw of ``values``, shape (n,).
+    """The log likelihood of ``inputs``' labels and rewards at each draw of ``values``: (n,).
 
     Parameters
     ----------
     model : bayes_dualeval.model.spec.DualEvalModel
-        Says which sites the link reads (:meth:`~DualEvalModel.static_loglik`).
+        Says which sites the likelihood reads (:meth:`~DualEvalModel.static_loglik`,
+        :meth:`~DualEvalModel.arena_loglik`).
     values : dict of str to numpy.ndarray
         Sites with a leading draw axis.
     inputs : bayes_dualeval.model.inputs.ModelInputs
@@ -110,7 +120,14 @@ def joint_loglik(model, values: dict, inputs) -> np.ndarray:
     import jax
     import jax.numpy as jnp
 
-    names = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d")
+    names = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "gamma",
+             "sigma")  # fmt: skip
     arrays = {k: jnp.asarray(values[k]) for k in names if values.get(k) is not None}
-    per_draw = jax.vmap(lambda v: jnp.sum(model.static_loglik(v, inputs)))
-    return np.asarray(per_draw(arrays), dtype=np.float64)
+
+    def one(v):
+        total = jnp.sum(model.static_loglik(v, inputs)) if inputs.has_static else 0.0
+        if inputs.has_arena:
+            total = total + jnp.sum(model.arena_loglik(v, inputs))
+        return total
+
+    return np.asarray(jax.vmap(one)(arrays), dtype=np.float64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_dualeval.sbc.ecdf import Band, cumulative_counts
+from bayes_dualeval.calibration.ecdf import Band, cumulative_counts
 
 
 def ecdf_figure(ranks: pd.DataFrame, band: Band, summary: pd.DataFrame):

@@ -1,11 +1,11 @@
 """Simulation-based calibration of a specification: simulate, fit, rank, test, write.
 
 :func:`sbc` draws ``sims`` data sets of one fixed design from the specification's prior
-predictive (:mod:`~bayes_dualeval.sbc.generate`), fits each with the package's own fit
+predictive (:mod:`~bayes_dualeval.calibration.generate`), fits each with the package's own fit
 (:func:`bayes_dualeval.runs.fit.fit`: the sampler settings given, the convergence check
 recorded), ranks each true quantity among evenly spaced posterior draws
-(:mod:`~bayes_dualeval.sbc.quantities`) and tests the ranks' uniformity against
-simultaneous bands (:mod:`~bayes_dualeval.sbc.ecdf`). Every simulation has the same shapes,
+(:mod:`~bayes_dualeval.calibration.quantities`) and tests the ranks' uniformity against
+simultaneous bands (:mod:`~bayes_dualeval.calibration.ecdf`). Every simulation has the same shapes,
 so the sampler's programs are compiled once (the data are arguments of the compiled
 sampler, :mod:`bayes_dualeval.inference.chains`). Fits that fail the convergence check are
 counted and kept: their ranks are part of what the calibration measures.
@@ -24,6 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.calibration import ecdf
+from bayes_dualeval.calibration.generate import (
+    check_generative,
+    design,
+    prior_predictive,
+    with_data,
+)
+from bayes_dualeval.calibration.quantities import joint_loglik, quantities, ranks
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ConfigError, ConvergenceWarning
 from bayes_dualeval.core.fields import setting
@@ -31,14 +39,6 @@ from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.inference.drivers import shared_drivers
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
-from bayes_dualeval.sbc import ecdf
-from bayes_dualeval.sbc.generate import (
-    check_generative,
-    design,
-    prior_predictive,
-    with_labels,
-)
-from bayes_dualeval.sbc.quantities import joint_loglik, quantities, ranks
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def write_folder(out: str | Path, result, tables: dict | None = None) -> Path:
     """
     import json
 
-    from bayes_dualeval.sbc.plot import ecdf_figure
+    from bayes_dualeval.calibration.plot import ecdf_figure
 
     with atomic.staged_folder(out) as staging:
         result.summary.to_csv(staging / SUMMARY_FILE, index=False)
@@ -114,6 +114,7 @@ def sbc(
     n_models: int = 10,
     n_items: int = 30,
     n_domains: int = 3,
+    n_prompts: int = 20,
     perturb: dict | None = None,
     seed: int = 0,
 ) -> SBCResult:
@@ -123,19 +124,23 @@ def sbc(
     ----------
     config : ModelConfig
         The specification (``mode='static'``; see
-        :func:`~bayes_dualeval.sbc.generate.check_generative`).
+        :func:`~bayes_dualeval.calibration.generate.check_generative`).
     settings : SamplerSettings
         The sampler of every fit (NUTS: the ranks need posterior draws); its seed is
         replaced by one per simulation.
     sims : int
         Simulations (at least 2).
     n_models, n_items : int
-        The design: every model answers every static question once.
+        The design: every model answers every static question once (none where the
+        specification's mode fits no static labels).
     n_domains : int
         The questions' domains, for a specification with an ability per domain (others
         see one domain).
+    n_prompts : int
+        Arena prompts, each scored once per model (the reward likelihood; none where
+        the mode fits no arena).
     perturb : dict, optional
-        Generator-only changes (:func:`~bayes_dualeval.sbc.generate.parse_perturbation`).
+        Generator-only changes (:func:`~bayes_dualeval.calibration.generate.parse_perturbation`).
     seed : int
         Of the simulations, the fits and the bands.
 
@@ -171,14 +176,22 @@ def sbc(
         )
     model = DualEvalModel(config)
     n_domains = n_domains if model.domain_abilities else 1
-    base = design(n_models, n_items, n_domains)
+    n_items = n_items if config.mode in ("static", "both") else 0
+    n_prompts = n_prompts if config.mode in ("arena", "both") else 0
+    if config.mode != "static" and n_prompts < 2:
+        raise ConfigError(
+            f"{setting('mode', config.mode)} fits arena rewards: the design needs 2 arena "
+            f"prompts at least ({setting('arena_prompts')}); got {n_prompts}"
+        )
+    base = design(n_models, n_items, n_domains, n_prompts)
+    prompt = int(np.flatnonzero(base.item_kind == "arena")[0]) if n_prompts else None
     truth = prior_predictive(base, config, sims, seed, perturb)
     rng = np.random.default_rng(seed)
     rows, converged, problems, started = [], [], Counter(), time.perf_counter()
     # one design: every fit runs the first fit's compiled sampler; one progress line a fit
     with shared_drivers(), _quiet("bayes_dualeval.inference"):
         for s in range(sims):
-            data = with_labels(base, truth["static_y"][s])
+            data = with_data(base, truth, s)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 result = fit(data, config, _seeded(settings, seed, s))
@@ -190,9 +203,9 @@ def sbc(
             keep = evenly_spaced(flat["theta"].shape[0], n_rank)
             draws = {k: v[keep] for k, v in flat.items()}
             inputs, _ = build_inputs(data, config, centred="none")
-            true = {k: v[s : s + 1] for k, v in truth.items() if k != "static_y"}
-            q_true = quantities(true, joint_loglik(model, true, inputs))
-            q_draws = quantities(draws, joint_loglik(model, draws, inputs))
+            true = {k: v[s : s + 1] for k, v in truth.items() if k not in _DATA}
+            q_true = quantities(true, joint_loglik(model, true, inputs), prompt)
+            q_draws = quantities(draws, joint_loglik(model, draws, inputs), prompt)
             for name, rank in ranks(q_true, q_draws, rng).items():
                 rows.append((s, name, rank, n_rank, converged[-1]))
             logger.info(
@@ -211,7 +224,12 @@ def sbc(
     info = {
         "model": config.name,
         "mode": config.mode,
-        "design": {"models": n_models, "static_items": n_items, "domains": n_domains},
+        "design": {
+            "models": n_models,
+            "static_items": n_items,
+            "domains": n_domains,
+            "arena_prompts": n_prompts,
+        },  # fmt: skip
         "perturb": dict(perturb or {}),
         "sims": sims,
         "seed": seed,
@@ -230,7 +248,9 @@ def sbc(
 #: Sites per model or item that the quantities and the log likelihood read.
 _ABILITY_ITEM = ("theta", "theta_domain", "a", "b", "c", "d")
 #: Group-level sites ranked where the model has them.
-_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma", "tau_domain")
+_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma", "sigma", "tau_domain")
+#: The simulated data among the prior predictive's values.
+_DATA = ("static_y", "arena_z")
 
 
 #: What a convergence problem is about, by a word of its message (``Convergence.problems``).
