@@ -173,3 +173,28 @@ def test_small_reward_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator
     assert own.outside <= 1, own.summary
     assert wide.outside >= 3, wide.summary
     assert own.info["design"]["arena_prompts"] == 10 and own.info["design"]["static_items"] == 0
+
+
+def test_dimension_quantities_do_not_depend_on_the_dimensions_labels():
+    """With ability dimensions the ranked quantities (and the log likelihood) are the same
+    when the dimensions are relabelled, as the data cannot tell them apart."""
+    from bayes_dualeval.calibration.quantities import joint_loglik, quantities
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.spec import DualEvalModel
+
+    dims = dataclasses.replace(load_spec("dualeval-2d"), mode="static")
+    data = design(8, 12)
+    draws = prior_predictive(data, dims, 20, seed=3)
+    swapped = dict(draws)
+    for name in ("theta_dims", "loading"):
+        swapped[name] = draws[name][..., ::-1]
+    inputs, _ = build_inputs(data, dims, centred="none")
+    model = DualEvalModel(dims)
+    ll, ll_swapped = (joint_loglik(model, v, inputs) for v in (draws, swapped))
+    np.testing.assert_allclose(ll, ll_swapped, rtol=1e-6)
+    got, want = quantities(swapped, ll_swapped), quantities(draws, ll)
+    assert {"loading_max[0]", "sigma_loading"} <= set(want)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=name)
+    # a quantity that reads the labels would move: the first dimension's loading does
+    assert not np.allclose(swapped["loading"][:, 0, 0], draws["loading"][:, 0, 0])

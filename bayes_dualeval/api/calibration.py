@@ -23,6 +23,7 @@ def sbc(
     static_items: int = 30,
     n_domains: int = 3,
     arena_prompts: int = 20,
+    item_features: int = 0,
     perturb=(),
     seed: int = 0,
     **options,
@@ -46,6 +47,9 @@ def sbc(
         The questions' domains, for a specification with an ability per domain.
     arena_prompts : int
         Arena prompts each model is scored on once, where the mode fits the arena.
+    item_features : int
+        Standard normal item features (the same in every simulation) that the item prior
+        regresses on, in the generator and the fits; 0: none.
     perturb : sequence of str
         ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``flip=0.1``,
         ``reward_df=3``;
@@ -78,7 +82,8 @@ def sbc(
     start(wanted=sampler.chains)
     return run_sbc(
         config, sampler, sims=sims, n_models=n_models, n_items=static_items,
-        n_domains=n_domains, n_prompts=arena_prompts, perturb=parse_perturbation(perturb),
+        n_domains=n_domains, n_prompts=arena_prompts, n_features=item_features,
+        perturb=parse_perturbation(perturb),
         seed=seed,
     )  # fmt: skip
 

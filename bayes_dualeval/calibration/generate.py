@@ -158,6 +158,20 @@ def design(n_models: int, n_items: int, n_domains: int = 1, n_prompts: int = 0) 
     return Dataset.from_frames(static=static, arena=arena, source="sbc")
 
 
+def feature_table(dataset: Dataset, n_features: int, seed: int = 0) -> pd.DataFrame:
+    """Item features for the design: ``n_features`` standard normal columns per item.
+
+    Fixed by ``seed`` and shared by every simulation (the regressors are data the model
+    conditions on, not drawn from it); in the form
+    :func:`~bayes_dualeval.data.features.read_features` returns.
+    """
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"item": np.asarray(dataset.items, dtype=str)})
+    for k in range(n_features):
+        frame[f"f{k}"] = rng.normal(size=len(frame))
+    return frame
+
+
 def unobserved(fn, name: str = "static_y"):
     """``fn`` with its observed site ``name`` drawn instead of read from the data.
 
@@ -175,7 +189,12 @@ def unobserved(fn, name: str = "static_y"):
 
 
 def prior_predictive(
-    dataset: Dataset, config: ModelConfig, n: int, seed: int, perturb: dict | None = None
+    dataset: Dataset,
+    config: ModelConfig,
+    n: int,
+    seed: int,
+    perturb: dict | None = None,
+    features: pd.DataFrame | None = None,
 ) -> dict:
     """``n`` draws of every parameter, the static labels and the rewards from the prior.
 
@@ -189,6 +208,8 @@ def prior_predictive(
     n, seed : int
     perturb : dict, optional
         From :func:`parse_perturbation`.
+    features : pandas.DataFrame, optional
+        Item features (:func:`feature_table`): the item prior's regression on them.
 
     Returns
     -------
@@ -207,7 +228,12 @@ def prior_predictive(
     flip = perturb.pop(FLIP, 0.0)
     df = perturb.pop(REWARD_DF, None)
     generator = dataclasses.replace(config, **perturb)
-    inputs, _ = build_inputs(dataset, generator, centred="none")
+    regressors = None
+    if features is not None:
+        from bayes_dualeval.data.features import design as feature_design
+
+        dataset, regressors = feature_design(features, dataset)
+    inputs, _ = build_inputs(dataset, generator, centred="none", features=regressors)
     if not (
         np.array_equal(np.asarray(inputs.static_model), dataset.static_model)
         and np.array_equal(np.asarray(inputs.static_item), dataset.static_item)

@@ -17,6 +17,13 @@ and to every posterior draw, so its rank is uniform when the fits are calibrated
 * with an ability per domain: ``domain_dev[0,0]``, ``domain_dev[1,1]``, two models'
   deviations from their overall ability in a domain (model 0 in domain 0, model 1 in
   domain 1), and ``tau_domain[0]``, the first domain's spread of deviations;
+* with ability dimensions: ``loading_max[0]``, ``loading_max[1]``, two items' largest
+  loading, and ``sigma_loading``, the spread of the loadings' logits; every quantity is
+  unchanged by a relabelling of the dimensions (which the data cannot identify), and the
+  abilities ranked are ``theta``, each model's ability on the average item;
+* with item features: ``beta_b[0]``, ``beta_log_a[0]``, the first regressor's
+  coefficients on the difficulties and the log discriminations, and their scales
+  ``tau_beta_b``, ``tau_beta_log_a``;
 * ``loglik``: the joint log likelihood of the simulated data (Modrák et al. 2023: a test
   quantity that depends on the data too): the static labels' and the arena's.
 """
@@ -70,7 +77,15 @@ def quantities(values: dict, loglik: np.ndarray, prompt: int | None = None) -> d
         out["b_rel[prompt]"] = b_rel[:, prompt]
         if values.get("a") is not None:
             out["log_a[prompt]"] = np.log(np.asarray(values["a"]))[:, prompt]
-    for name in ("sigma_b", "sigma_log_a", "mu_c", "mu_d"):
+    if values.get("loading") is not None:
+        largest = np.asarray(values["loading"]).max(axis=-1)  # (n, Q)
+        for k in FIRST:
+            out[f"loading_max[{k}]"] = largest[:, k]
+    for name in ("beta_b", "beta_log_a"):
+        if values.get(name) is not None:
+            out[f"{name}[0]"] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
+    for name in ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "sigma_loading", "tau_beta_b",
+                 "tau_beta_log_a"):  # fmt: skip
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
     for name in ("gamma", "sigma"):

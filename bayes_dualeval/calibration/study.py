@@ -28,6 +28,7 @@ from bayes_dualeval.calibration import ecdf
 from bayes_dualeval.calibration.generate import (
     check_generative,
     design,
+    feature_table,
     prior_predictive,
     with_data,
 )
@@ -115,6 +116,7 @@ def sbc(
     n_items: int = 30,
     n_domains: int = 3,
     n_prompts: int = 20,
+    n_features: int = 0,
     perturb: dict | None = None,
     seed: int = 0,
 ) -> SBCResult:
@@ -139,6 +141,10 @@ def sbc(
     n_prompts : int
         Arena prompts, each scored once per model (the reward likelihood; none where
         the mode fits no arena).
+    n_features : int
+        Item features: that many standard normal columns per item
+        (:func:`~bayes_dualeval.calibration.generate.feature_table`, the same for every
+        simulation), regressors of the item prior in the generator and in every fit.
     perturb : dict, optional
         Generator-only changes (:func:`~bayes_dualeval.calibration.generate.parse_perturbation`).
     seed : int
@@ -185,7 +191,8 @@ def sbc(
         )
     base = design(n_models, n_items, n_domains, n_prompts)
     prompt = int(np.flatnonzero(base.item_kind == "arena")[0]) if n_prompts else None
-    truth = prior_predictive(base, config, sims, seed, perturb)
+    features = feature_table(base, n_features) if n_features else None
+    truth = prior_predictive(base, config, sims, seed, perturb, features)
     rng = np.random.default_rng(seed)
     rows, converged, problems, started = [], [], Counter(), time.perf_counter()
     # one design: every fit runs the first fit's compiled sampler; one progress line a fit
@@ -194,7 +201,7 @@ def sbc(
             data = with_data(base, truth, s)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                result = fit(data, config, _seeded(settings, seed, s))
+                result = fit(data, config, _seeded(settings, seed, s), features=features)
             converged.append(bool(result.converged))
             problems.update(_kinds(result.convergence.problems))
             post = result.idata.posterior
@@ -229,6 +236,7 @@ def sbc(
             "static_items": n_items,
             "domains": n_domains,
             "arena_prompts": n_prompts,
+            "features": n_features,
         },  # fmt: skip
         "perturb": dict(perturb or {}),
         "sims": sims,
@@ -246,9 +254,11 @@ def sbc(
 
 
 #: Sites per model or item that the quantities and the log likelihood read.
-_ABILITY_ITEM = ("theta", "theta_domain", "a", "b", "c", "d")
+_ABILITY_ITEM = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d",
+                 "beta_b", "beta_log_a")  # fmt: skip
 #: Group-level sites ranked where the model has them.
-_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma", "sigma", "tau_domain")
+_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma", "sigma", "tau_domain",
+           "sigma_loading", "tau_beta_b", "tau_beta_log_a")  # fmt: skip
 #: The simulated data among the prior predictive's values.
 _DATA = ("static_y", "arena_z")
 

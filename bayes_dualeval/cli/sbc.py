@@ -19,7 +19,7 @@ from bayes_dualeval.model.config import DEFAULT_MODEL, MODES
 
 #: Options of the fits' calibration (no bank), and of the measure stage's (with a bank).
 FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "domains", "arena_prompts",
-            "arena_level", "chains", "warmup", "draws", "extend", "target_accept",
+            "arena_level", "features", "chains", "warmup", "draws", "extend", "target_accept",
             "centring")  # fmt: skip
 BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items", "target_se",
              "allow_approximate")  # fmt: skip
@@ -42,6 +42,11 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
     "--arena-prompts", type=click.IntRange(2), default=20, show_default=True,
     help="Arena prompts each model is scored on once, where the mode fits the arena (the "
     "reward likelihood).",
+)  # fmt: skip
+@click.option(
+    "--features", type=click.IntRange(0), default=0, show_default=True,
+    help="Item features: that many standard normal columns per item, the same in every "
+    "simulation, which the item prior regresses on.",
 )  # fmt: skip
 @click.option(
     "--arena-level", type=click.Choice(("mean", "none")), default=None,
@@ -108,7 +113,8 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 @click.pass_context
 @clean_errors
 def sbc(
-    ctx, model_name, mode, sims, n_models, static_items, arena_prompts, arena_level, domains,
+    ctx, model_name, mode, sims, n_models, static_items, arena_prompts, features, arena_level,
+    domains,
     perturb, seed, chains, warmup,
     draws, extend, target_accept, centring, bank, measure, items, bank_draws, held_out, select,
     max_items, target_se, allow_approximate, out, quiet,
@@ -118,11 +124,13 @@ def sbc(
     Draws --sims data sets of one design (--models models each answering --static-items
     questions once, in --domains domains under a specification with an ability per domain,
     and scored on --arena-prompts prompts under the reward likelihood with --arena-level
-    none) from the specification's prior predictive (every hyperparameter drawn), fits each with
-    NUTS (the sampler options below; the defaults are fit's), and ranks each true quantity
-    (centred abilities, the best and the worst, a contrast, items' difficulty and log
-    discrimination, item spreads, the guessing level, domain deviations and their spread,
-    gamma and the reward noise sigma, the joint log likelihood) among 99 evenly spaced
+    none; --features item features the item prior regresses on) from the specification's
+    prior predictive (every hyperparameter drawn), fits each with NUTS (the sampler options
+    below; the defaults are fit's), and ranks each true quantity (centred abilities, the
+    best and the worst, a contrast, items' difficulty and log discrimination, item spreads,
+    the guessing level, domain deviations and their spread, the largest loading of two
+    items under ability dimensions, gamma and the reward noise sigma, the feature
+    coefficients and their scales, the joint log likelihood) among 99 evenly spaced
     posterior draws. Writes OUT/sbc.csv
     (per quantity: the largest ECDF deviation from uniform, a p-value and whether the ECDF
     stays inside its simultaneous 95% band), OUT/ranks.csv, OUT/sbc.png and OUT/sbc.json.
@@ -173,7 +181,8 @@ def sbc(
     with progress_lines(quiet):
         result = api.sbc(
             model_name, sims=sims, mode=mode, n_models=n_models, static_items=static_items,
-            arena_prompts=arena_prompts, n_domains=domains, perturb=perturb, seed=seed,
+            arena_prompts=arena_prompts, item_features=features, n_domains=domains,
+            perturb=perturb, seed=seed,
             chains=chains, warmup=warmup, draws=draws, extend=extend,
             target_accept=target_accept, centring=centring, **overrides,
         )  # fmt: skip

@@ -18,8 +18,9 @@ prompt ``q`` and judge ``k``:
   read by the level term,
   :math:`\bar z_{qk} \sim N(c_s + \delta_k + \kappa_k \bar s_{qk}, se_{qk})` (sum to zero
   over judges: the sources' intercepts hold the common level); the shift at a success
-  probability of one half, so ``judges.csv`` reports the level at the average answer
-  instead (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`);
+  probability of one half, so ``judges.csv`` reports instead each judge's predicted mean
+  reward on the answers the judges share
+  (:func:`~bayes_dualeval.posterior.facet_tables.judge_levels`);
 * ``level_scale`` :math:`\kappa_k = L_k / \gamma_k`: the level term reads each judge's
   mean score on a slope of its own, ``level_slope`` :math:`L_k \sim
   \mathrm{LogNormal}(\log\gamma_k, 0.5)`. A prompt's leniency, shared by every judge,

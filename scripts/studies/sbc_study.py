@@ -37,6 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--domains", type=int, default=3, help="with an ability per domain")
     parser.add_argument("--mode", default="static", choices=("static", "both", "arena"))
     parser.add_argument("--prompts", type=int, default=20, help="arena prompts (reward mode)")
+    parser.add_argument("--features", type=int, default=0, help="item features")
     parser.add_argument(
         "--perturb",
         action="append",
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     print(
         f"# {args.sims} simulations per case, seed {args.seed}, design {args.models} models x "
         f"{args.items} static questions, {args.prompts if args.mode != 'static' else 0} arena "
-        f"prompts, mode {args.mode}; NUTS {sampler}"
+        f"prompts, {args.features} item features, mode {args.mode}; NUTS {sampler}"
     )
     head = (
         f"{'spec':<14} {'generator':<16} {'outside':>8} {'min p':>7} {'not conv.':>9} "
@@ -94,7 +95,8 @@ def main(argv=None) -> int:
                 result = api.sbc(
                     spec, sims=args.sims, mode=args.mode, n_models=args.models,
                     static_items=args.items, arena_prompts=args.prompts,
-                    n_domains=args.domains, perturb=[case] if case else [], seed=args.seed,
+                    n_domains=args.domains, item_features=args.features,
+                    perturb=[case] if case else [], seed=args.seed,
                     **sampler, **level,
                 )  # fmt: skip
             if args.out:
