@@ -82,26 +82,42 @@ def check_generative(config: ModelConfig) -> None:
         )
 
 
+def key_values(items, keys, what: str = "a perturbation") -> dict:
+    """``["KEY=VALUE", ...]`` as ``{KEY: float(VALUE)}``, each key one of ``keys``.
+
+    The one reader of ``--perturb`` items (the fits' calibration here, the measure
+    stage's in :mod:`~bayes_dualeval.calibration.measure`); each caller checks its ranges.
+
+    Raises
+    ------
+    ConfigError
+        An item without ``=``, a key outside ``keys`` or a value that is not a number.
+    """
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in keys:
+            raise ConfigError(
+                f"{what} is KEY=VALUE with KEY one of {', '.join(keys)}; got {item!r}"
+            )
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"perturbation {key} needs a number; got {value!r}") from None
+    return out
+
+
 def parse_perturbation(items) -> dict:
     """``["theta_scale=2", ...]`` as ``{"theta_scale": 2.0}``, checked.
 
     Raises
     ------
     ConfigError
-        An item without ``=``, an unknown key or a value that is not a number.
+        An item without ``=``, an unknown key, a value that is not a number, a ``flip``
+        outside [0, 1] or a ``reward_df`` of 2 or less.
     """
-    out = {}
-    for item in items or ():
-        key, sep, value = str(item).partition("=")
-        key = key.strip()
-        if not sep or key not in KEYS:
-            raise ConfigError(
-                f"a perturbation is KEY=VALUE with KEY one of {', '.join(KEYS)}; got {item!r}"
-            )
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise ConfigError(f"perturbation {key} needs a number; got {value!r}") from None
+    out = key_values(items, KEYS)
     if not 0 <= out.get(FLIP, 0.0) <= 1:
         raise ConfigError(f"perturbation flip is a probability; got {out[FLIP]}")
     if out.get(REWARD_DF, 3.0) <= 2:

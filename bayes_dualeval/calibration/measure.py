@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.calibration.generate import key_values
 from bayes_dualeval.core.errors import ConfigError
 from bayes_dualeval.measure import grid
 from bayes_dualeval.measure.bank import Bank, shift
@@ -107,19 +108,7 @@ def parse_perturbation(items) -> dict:
         An item without ``=``, a key outside :data:`PERTURBABLE`, a value that is not a
         number, a ``theta_scale`` that is not positive or a ``flip`` outside [0, 1].
     """
-    out = {}
-    for item in items or ():
-        key, sep, value = str(item).partition("=")
-        key = key.strip()
-        if not sep or key not in PERTURBABLE:
-            raise ConfigError(
-                f"a perturbation of the measure stage is KEY=VALUE with KEY one of "
-                f"{', '.join(PERTURBABLE)}; got {item!r}"
-            )
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise ConfigError(f"perturbation {key} needs a number; got {value!r}") from None
+    out = key_values(items, PERTURBABLE, "a perturbation of the measure stage")
     if out.get("theta_scale", 1.0) <= 0:
         raise ConfigError(f"perturbation theta_scale must be positive; got {out['theta_scale']}")
     if not 0 <= out.get("flip", 0.0) <= 1:

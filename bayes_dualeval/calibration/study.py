@@ -182,9 +182,10 @@ def sbc(
         )
     model = DualEvalModel(config)
     n_domains = n_domains if model.domain_abilities else 1
-    n_items = n_items if config.mode in ("static", "both") else 0
-    n_prompts = n_prompts if config.mode in ("arena", "both") else 0
-    if config.mode != "static" and n_prompts < 2:
+    fits_static, fits_arena = model.fitted_kinds
+    n_items = n_items if fits_static else 0
+    n_prompts = n_prompts if fits_arena else 0
+    if fits_arena and n_prompts < 2:
         raise ConfigError(
             f"{setting('mode', config.mode)} fits arena rewards: the design needs 2 arena "
             f"prompts at least ({setting('arena_prompts')}); got {n_prompts}"

@@ -125,7 +125,14 @@ class DualEvalModel:
             raise ConfigError("mode 'static' needs static labels, and the data has none")
         if strict and mode in ("arena", "bt") and not has_arena:
             raise ConfigError(f"mode {mode!r} needs arena rewards, and the data has none")
-        return has_static and mode in ("both", "static"), has_arena and mode != "static"
+        fits_static, fits_arena = self.fitted_kinds
+        return has_static and fits_static, has_arena and fits_arena
+
+    @property
+    def fitted_kinds(self) -> tuple[bool, bool]:
+        """Which kinds of data the mode fits, whatever the data hold: ``(static, arena)``."""
+        mode = self.config.mode
+        return mode in ("both", "static"), mode != "static"
 
     def item_kinds(self, dataset: Dataset) -> tuple[bool, bool]:
         """The kinds of data fitted with item parameters: static, and arena unless ``bt``."""
