@@ -78,6 +78,14 @@ def _reference(values, inputs, pairs, ds, config):
     eta = links.eta(theta[model], b[item], a[item])
     p = links.probability(eta)
     scores = term.score(p, gamma)
+    if term.kind == "reward" and "level_c" in values:
+        # with the level term: every reward around its source's intercept, no offset of its
+        # own (the level's standard error is sigma / sqrt(n))
+        sigma, z = float(values["sigma"]), np.asarray(ds.arena_z, np.float64)
+        level_c = np.asarray(values["level_c"], np.float64)
+        shift = level_c[np.asarray(inputs.level_group)[item]]
+        np.add.at(soft, item, arena_term.gaussian(z - shift - scores, sigma))
+        return soft, bad_terms
     if term.kind == "reward":
         sigma = float(values["sigma"])
         z = np.asarray(ds.arena_z, np.float64)

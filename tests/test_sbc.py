@@ -15,9 +15,15 @@ import dataclasses
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from scipy import stats
 
 from bayes_dualeval.calibration import ecdf
-from bayes_dualeval.calibration.generate import design, parse_perturbation, prior_predictive
+from bayes_dualeval.calibration.generate import (
+    design,
+    parse_perturbation,
+    prior_predictive,
+    with_data,
+)
 from bayes_dualeval.calibration.study import sbc
 from bayes_dualeval.cli.commands import cli
 from bayes_dualeval.core.errors import ConfigError
@@ -91,8 +97,6 @@ def test_perturbation_and_mode_are_checked():
             parse_perturbation(bad)
     with pytest.raises(ConfigError, match="pseudo-likelihood"):
         sbc(load_spec("dualeval-2pl"), SMALL, sims=4)
-    with pytest.raises(ConfigError, match="standard error"):  # the level term's plug-in
-        sbc(load_spec("dualeval-reward"), SMALL, sims=4)
     with pytest.raises(ConfigError, match="2 arena prompts"):
         sbc(REWARD, SMALL, sims=4, n_prompts=0)
     result = CliRunner().invoke(cli, ["sbc", "--mode", "both", "--sims", "4", "--out", "x"])
@@ -158,6 +162,37 @@ def test_rewards_are_drawn_from_the_reward_likelihood(df):
     scaled = (within / draws["sigma"].reshape(-1, 1, 1)).ravel()
     excess = np.mean(scaled**4) / np.mean(scaled**2) ** 2 - 3.0  # about 0 when Gaussian
     assert (excess > 1.0) if df else (abs(excess) < 0.3), excess
+
+
+def test_rewards_and_their_level_are_one_gaussian_density():
+    """With the level term the reward likelihood is generative: the fit's arena log
+    likelihood (the rewards' contrasts, the integrated offset and the level term with
+    ``sigma / sqrt(n)``) equals the Gaussian density of every reward around its source's
+    intercept plus ``gamma (p - 1/2)``, to float32 rounding, and the generator draws the
+    rewards from it (every prompt's offset is ``level_c``)."""
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.spec import DualEvalModel
+
+    level = dataclasses.replace(load_spec("dualeval-reward"), mode="arena")
+    assert level.arena_level == "mean"
+    data = design(6, 0, n_prompts=10)
+    draws = prior_predictive(data, level, 40, seed=2)
+    i, q = data.arena_model, data.arena_item
+    for s in range(3):
+        ds = with_data(data, draws, s)
+        inputs, _ = build_inputs(ds, level, centred="none")
+        v = {k: draws[k][s] for k in draws}
+        got = float(np.sum(DualEvalModel(level).arena_loglik(v, inputs)))
+        p = 1 / (1 + np.exp(-v["a"][q] * (v["theta"][i] - v["b"][q])))
+        mean = v["level_c"].reshape(-1)[0] + v["gamma"] * (p - 0.5)
+        want = stats.norm.logpdf(ds.arena_z, mean, v["sigma"]).sum()
+        assert got == pytest.approx(want, rel=1e-5, abs=1e-3)
+    # the prompts' mean rewards scatter around the level line by sigma / sqrt(6)
+    p = 1 / (1 + np.exp(-draws["a"][:, q] * (draws["theta"][:, i] - draws["b"][:, q])))
+    line = draws["level_c"].reshape(-1, 1) + draws["gamma"].reshape(-1, 1) * (p - 0.5)
+    resid = (draws["arena_z"] - line).reshape(40, 6, 10).mean(axis=1)
+    ratio = np.mean(resid**2, axis=1) / (draws["sigma"].reshape(-1) ** 2 / 6)
+    assert abs(ratio.mean() - 1.0) < 0.15, ratio.mean()
 
 
 def test_small_reward_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator():

@@ -11,14 +11,16 @@ labels drawn from the observed site ``static_y`` (whose observed values are set 
 *Rewards.* The reward likelihood (``arena_likelihood = "reward"``) is a factor, not a
 site, so its data are drawn here from the density it evaluates: ``z_iq = c_q + gamma
 (p_iq - 1/2) + sigma e_iq`` with standard normal ``e``
-(:func:`~bayes_dualeval.model.arena_term.reward_score`, the model's own ``p_iq``). The
-likelihood integrates each prompt's offset ``c_q`` out under a flat prior, which is the
-exact density of the rewards' contrasts within a prompt whatever ``c_q`` is; the generator
-draws ``c_q ~ Normal(0, 1)`` (any value gives the same posterior). The rewards are not
-z-normalised after they are drawn: the fit reads them as drawn (normalising would rescale
-``gamma`` and ``sigma`` away from their prior). Only without the level term
-(``arena_level = "none"``): the level term reads each prompt's mean reward with a standard
-error estimated from the data, a plug-in that is not a generative density.
+(:func:`~bayes_dualeval.model.arena_term.reward_score`, the model's own ``p_iq``). Without
+the level term (``arena_level = "none"``) the likelihood integrates each prompt's offset
+``c_q`` out under a flat prior, which is the exact density of the rewards' contrasts within
+a prompt whatever ``c_q`` is; the generator draws ``c_q ~ Normal(0, 1)`` (any value gives
+the same posterior). With the level term (``arena_level = "mean"``) every prompt's offset
+is its source's intercept ``level_c`` (drawn from its prior): the level term's standard
+error is then the model's ``sigma / sqrt(n_q)``
+(:func:`~bayes_dualeval.model.arena_term.mean_se`), and rewards and level together are that
+Gaussian density. The rewards are not z-normalised after they are drawn: the fit reads
+them as drawn (normalising would rescale ``gamma`` and ``sigma`` away from their prior).
 
 A *perturbed* generator is not the model, so the calibration should fail: a prior setting
 of the specification changed for the generator only (``theta_scale=2`` draws abilities
@@ -61,8 +63,7 @@ def check_generative(config: ModelConfig) -> None:
     Raises
     ------
     ConfigError
-        An arena term other than the reward likelihood, or the reward likelihood with the
-        level term.
+        An arena term other than the reward likelihood.
     """
     if config.mode == "static":
         return
@@ -73,12 +74,6 @@ def check_generative(config: ModelConfig) -> None:
             f"{setting('mode', 'static')}, or the reward likelihood (the specification "
             f"dualeval-reward; got {setting('arena_likelihood', config.arena_likelihood)} in "
             f"{setting('mode', config.mode)})"
-        )
-    if config.arena_level != "none":
-        raise ConfigError(
-            f"the arena level term reads each prompt's mean reward with a standard error "
-            f"estimated from the data, which is not a density to draw rewards from: "
-            f"calibrate the reward likelihood with {setting('arena_level', 'none')}"
         )
 
 
@@ -270,7 +265,9 @@ def prior_predictive(
 
 
 #: The sites a cell's success probability and reward read.
-_REWARD_SITES = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "gamma", "sigma")
+_REWARD_SITES = (
+    "theta", "theta_domain", "theta_dims", "loading", "a", "b", "gamma", "sigma", "level_c",
+)  # fmt: skip
 
 
 def _rewards(values: dict, inputs, config: ModelConfig, key, df: float | None) -> np.ndarray:
@@ -287,6 +284,7 @@ def _rewards(values: dict, inputs, config: ModelConfig, key, df: float | None) -
     arrays = {k: jnp.asarray(values[k]) for k in _REWARD_SITES if values.get(k) is not None}
     n = next(iter(arrays.values())).shape[0]
     cells, prompts = inputs.arena_model.shape[0], inputs.n_items
+    source = np.asarray(inputs.level_group)[np.asarray(inputs.arena_unit)]
 
     def one(draw, k):
         par = model.item_parameters(draw)
@@ -295,7 +293,10 @@ def _rewards(values: dict, inputs, config: ModelConfig, key, df: float | None) -
             inputs.arena_item,
         )  # fmt: skip
         offset_key, noise_key = jax.random.split(k)
-        offset = jax.random.normal(offset_key, (prompts,))[inputs.arena_item]
+        if "level_c" in draw:  # the level term: the source's intercept, no offset of its own
+            offset = jnp.reshape(draw["level_c"], (-1,))[source]
+        else:
+            offset = jax.random.normal(offset_key, (prompts,))[inputs.arena_item]
         if df is None:
             noise = jax.random.normal(noise_key, (cells,))
         else:  # unit variance, heavier tails

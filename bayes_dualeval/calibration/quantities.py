@@ -12,8 +12,9 @@ and to every posterior draw, so its rank is uniform when the fits are calibrated
   discriminations (2PL and above);
 * ``sigma_b``, ``sigma_log_a``: the item spreads of the first item group (hierarchical
   item prior); ``mu_c`` the guessing level, ``mu_d`` the ceiling level (3PL, 4PL);
-  ``gamma`` where the arena term is fitted, ``sigma`` the reward noise, and the first arena
-  prompt's ``b_rel[prompt]`` and ``log_a[prompt]`` (the reward likelihood);
+  ``gamma`` where the arena term is fitted, ``sigma`` the reward noise, the first arena
+  prompt's ``b_rel[prompt]`` and ``log_a[prompt]`` (the reward likelihood), and with the
+  level term ``level_c``, the arena source's intercept;
 * with an ability per domain: ``domain_dev[0,0]``, ``domain_dev[1,1]``, two models'
   deviations from their overall ability in a domain (model 0 in domain 0, model 1 in
   domain 1), and ``tau_domain[0]``, the first domain's spread of deviations;
@@ -88,7 +89,7 @@ def quantities(values: dict, loglik: np.ndarray, prompt: int | None = None) -> d
                  "tau_beta_log_a"):  # fmt: skip
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
-    for name in ("gamma", "sigma"):
+    for name in ("gamma", "sigma", "level_c"):
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
     out["loglik"] = np.asarray(loglik)
@@ -136,7 +137,7 @@ def joint_loglik(model, values: dict, inputs) -> np.ndarray:
     import jax.numpy as jnp
 
     names = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "gamma",
-             "sigma")  # fmt: skip
+             "sigma", "level_c")  # fmt: skip
     arrays = {k: jnp.asarray(values[k]) for k in names if values.get(k) is not None}
 
     def one(v):

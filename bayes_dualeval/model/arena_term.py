@@ -33,7 +33,9 @@ evaluates each against these functions on the same inputs).
    under a flat prior, which adds :func:`integrated_offset` per prompt.
 6. The **level term**: a unit's mean reward :math:`\bar z` around its source's intercept
    (plus its judge's severity) and its cells' mean score, with the standard error of a
-   mean (:func:`level`).
+   mean (:func:`level`): under the pairs a plug-in from the data, under the reward
+   likelihood the model's own ``sigma / sqrt(n)`` (:func:`mean_se`), which makes the
+   rewards and their level one Gaussian density around the source's intercept.
 
 The weights of the parts (``lambda_arena``, ``lambda_bb``) and which likelihood a
 specification uses are the :class:`ArenaTerm` its model answers
@@ -249,6 +251,18 @@ def integrated_offset(n, sigma):
     """
     xp = links.namespace(n, sigma)
     return xp.log(sigma) + 0.5 * _LOG_2PI - 0.5 * xp.log(n)
+
+
+def mean_se(n, sigma):
+    """The standard error of a mean of ``n`` rewards of noise ``sigma``: ``sigma / sqrt(n)``.
+
+    The reward likelihood's level term reads it (:func:`level`), so that the level term and
+    :func:`integrated_offset` add up to the Gaussian density of a prompt's rewards around its
+    source's intercept, with no offset of its own: ``log prod_r N(z_r; c_s + mu_r, sigma)``
+    (a generative density, which simulation-based calibration can check).
+    """
+    xp = links.namespace(n, sigma)
+    return sigma / xp.sqrt(xp.maximum(n, 1.0))
 
 
 def level(zbar, shift, mean_score, se):

@@ -175,8 +175,13 @@ def arena_loglik(
             bb, inputs.arena_item, num_segments=inputs.n_items
         )
     if level is not None:
-        ll = ll + level_per_item(scores, level, inputs, facets)
+        ll = ll + level_per_item(scores, level, inputs, facets, _level_sigma(term, sigma))
     return ll
+
+
+def _level_sigma(term: ArenaTerm, sigma):
+    """The rewards' noise the level term's standard error reads: the reward likelihood's."""
+    return sigma if term.kind == "reward" else None
 
 
 def arena_total(
@@ -208,7 +213,7 @@ def arena_total(
         ll = _pair_total(scores, inputs)
         ll_bb = jnp.sum(arena_term.both_bad(eta, inputs.bb_count))
     if level is not None:
-        ll = ll + jnp.sum(level_per_item(scores, level, inputs, facets))
+        ll = ll + jnp.sum(level_per_item(scores, level, inputs, facets, _level_sigma(term, sigma)))
     return term.weight * ll + term.both_bad_weight * ll_bb
 
 
@@ -265,7 +270,7 @@ def reward_per_item(p, gamma, sigma, inputs: ModelInputs):
     return jnp.where(inputs.prompt_n > 0, ll, 0.0)
 
 
-def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
+def level_per_item(scores, level_c, inputs: ModelInputs, facets=None, sigma=None):
     """Log density of each prompt's mean reward, shape (Q,) (zero for non-arena items).
 
     Per unit (a prompt as one judge scored it; :attr:`ModelInputs.unit_n`), summed over
@@ -276,27 +281,33 @@ def level_per_item(scores, level_c, inputs: ModelInputs, facets=None):
 
     ``zbar_q ~ Normal(c_s + gamma (pbar_q - 1/2), se_q)``: ``pbar_q`` is the mean success
     probability of the models that answered prompt ``q``, and ``se_q`` the standard error
-    of a mean of ``n_q`` rewards, with the within-prompt noise estimated from the data
-    (:func:`bayes_dualeval.model.pilot.prompt_level`). The noise is fixed, not learned:
-    every prompt has its own ``b_q`` that could absorb its mean exactly, so a learned spread
-    of per-prompt leniency is not identified (it trades off against the spread of the
-    difficulties, and sampling it makes a funnel). Rewards whose leniency varies by prompt
-    call for ``arena_level = "none"``.
+    of a mean of ``n_q`` rewards. Under the pairs the within-prompt noise is estimated from
+    the data (:func:`bayes_dualeval.model.pilot.prompt_level`) and fixed; under the reward
+    likelihood (``sigma`` given) it is the model's own ``sigma``
+    (:func:`~bayes_dualeval.model.arena_term.mean_se`), so the rewards and their level are
+    one Gaussian density around ``c_s`` (a generative model). No spread of per-prompt
+    leniency beyond that is learned: every prompt has its own ``b_q`` that could absorb its
+    mean exactly, so such a spread is not identified (it trades off against the spread of
+    the difficulties, and sampling it makes a funnel). Rewards whose leniency varies by
+    prompt call for ``arena_level = "none"``.
     """
     units = inputs.unit_n.shape[0]
     mean = jax.ops.segment_sum(scores, inputs.arena_unit, units) / jnp.maximum(inputs.unit_n, 1.0)
     if facets is not None:
         mean = facets.level_mean(mean, jnp.arange(units) // inputs.n_items)
-    return _per_item(level_at_mean(mean, level_c, inputs), inputs)
+    return _per_item(level_at_mean(mean, level_c, inputs, sigma), inputs)
 
 
-def level_at_mean(mean_score, level_c, inputs: ModelInputs):
+def level_at_mean(mean_score, level_c, inputs: ModelInputs, sigma=None):
     """The level term per unit from its cells' mean score, shape (U,).
 
-    With one judge the units are the items.
+    With one judge the units are the items. ``sigma``: the reward likelihood's noise, whose
+    :func:`~bayes_dualeval.model.arena_term.mean_se` is the standard error (the data's
+    plug-in ``inputs.prompt_se`` without it).
     """
     shift = level_c[inputs.level_group]
-    ll = arena_term.level(inputs.prompt_zbar, shift, mean_score, inputs.prompt_se)
+    se = inputs.prompt_se if sigma is None else arena_term.mean_se(inputs.unit_n, sigma)
+    ll = arena_term.level(inputs.prompt_zbar, shift, mean_score, se)
     return jnp.where(inputs.unit_n > 0, ll, 0.0)
 
 

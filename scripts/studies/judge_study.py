@@ -63,6 +63,7 @@ def fit_case(case: str, seed: int, args) -> dict:
     out = {
         "case": case, "seed": seed, "likelihood": args.likelihood,
         "bb_ratio": args.bb_ratio, "tie_ratio": args.tie_ratio,
+        "arena_weight": args.arena_weight,
     }  # fmt: skip
     styles = [("length",), ()] if case == "style" else [()]
     if case == "style" and args.adjusted_only:
@@ -74,13 +75,17 @@ def fit_case(case: str, seed: int, args) -> dict:
         start = time.perf_counter()
         settings = SamplerSettings(sampler="nuts", chains=4, seed=seed)
         config = ModelConfig(
-            arena_likelihood=args.likelihood, bb_ratio=args.bb_ratio, tie_ratio=args.tie_ratio
+            arena_likelihood=args.likelihood,
+            bb_ratio=args.bb_ratio,
+            tie_ratio=args.tie_ratio,
+            arena_weight=args.arena_weight,
         )
         result = fit(ds, config, settings)
         board = leaderboard(result.idata, ds, ci=0.9)
         true = board["model"].map(truth["theta"])
         tag = "style_" if style else ("unadjusted_" if case == "style" else "")
         conv = result.convergence
+        factor = result.config.arena_weight_factor
         out.update(
             {
                 f"{tag}spearman": float(stats.spearmanr(board["theta_mean"], true).statistic),
@@ -92,6 +97,7 @@ def fit_case(case: str, seed: int, args) -> dict:
                     float(result.idata.sample_stats["n_steps"].mean()), 1
                 ),
                 f"{tag}seconds": round(time.perf_counter() - start, 1),
+                f"{tag}arena_factor": None if factor is None else round(float(factor), 3),
             }
         )
         tables = facet_tables(result.idata, ds, ci=0.9)
@@ -197,6 +203,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tie-ratio", type=float, default=0.10, help="ties' quantile")
     parser.add_argument(
         "--likelihood", default="pairs", help="the arena likelihood (pairs, pairs-full, reward)"
+    )
+    parser.add_argument(
+        "--arena-weight", default="fixed", help="the arena pairs' weight (fixed, calibrated)"
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
