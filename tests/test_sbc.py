@@ -196,18 +196,19 @@ def test_rewards_and_their_level_are_one_gaussian_density():
 
 
 def test_small_reward_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator():
-    """The reward likelihood (arena only, 8 models x 10 prompts), the same decision as the
-    static one: at most one quantity outside for the model (12 simulations), at least
-    three with abilities three times as spread as the prior (8). Seen on seed 5: 0 and 14
-    of 15 outside. Twelve simulations catch a generator and a fit that disagree grossly
-    (rewards z-normalised after they are drawn: 3 outside, tried); they are too few to
-    see what 200 do: the reward likelihood without the level term is not calibrated in
-    its arena item parameters (docs/validation.md 12.2)."""
+    """The reward likelihood as dualeval-reward ships it, with the level term (arena only,
+    8 models x 10 prompts), the same decision as the static one: at most one quantity
+    outside for the model (12 simulations), at least three with abilities three times as
+    spread as the prior (8). Seen on seeds 5 and 6: 0 of 15 outside for the model, 7 and 10
+    with the wide abilities. Twelve simulations catch a generator and a fit that disagree
+    grossly (without the level term, rewards z-normalised after they are drawn: 3
+    outside, tried); 200 are in docs/validation.md 12.2."""
+    level = dataclasses.replace(load_spec("dualeval-reward"), mode="arena")
     with shared_drivers():
-        own = sbc(REWARD, SMALL, sims=12, n_models=8, n_prompts=10, seed=5)
-        wide = sbc(REWARD, SMALL, sims=8, n_models=8, n_prompts=10, seed=5,
+        own = sbc(level, SMALL, sims=12, n_models=8, n_prompts=10, seed=5)
+        wide = sbc(level, SMALL, sims=8, n_models=8, n_prompts=10, seed=5,
                    perturb={"theta_scale": 3.0})  # fmt: skip
-    assert {"gamma", "sigma", "loglik"} <= set(own.summary["quantity"])
+    assert {"gamma", "sigma", "level_c", "loglik"} <= set(own.summary["quantity"])
     assert own.outside <= 1, own.summary
     assert wide.outside >= 3, wide.summary
     assert own.info["design"]["arena_prompts"] == 10 and own.info["design"]["static_items"] == 0
@@ -258,3 +259,36 @@ def test_item_features_enter_the_generators_item_prior():
     assert np.corrcoef(coef.ravel(), draws["beta_b"].ravel())[0, 1] > 0.9
     got = quantities(draws, np.zeros(200))
     assert {"beta_b[0]", "beta_log_a[0]", "tau_beta_b", "tau_beta_log_a"} <= set(got)
+
+
+def test_graders_enter_the_design_the_generator_and_the_quantities():
+    """With three graders every answer is labelled three times, the generator draws
+    severities that sum to zero and shifts each label's log-odds by its grader's (a strict
+    grader passes fewer), and the log likelihood reads the shift."""
+    from bayes_dualeval.calibration.quantities import joint_loglik, quantities
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.spec import DualEvalModel
+
+    data = design(6, 10, n_graders=3)
+    assert len(data.static_y) == 180 and list(data.judges) == ["g0", "g1", "g2"]
+    draws = prior_predictive(data, STATIC, 300, seed=6)
+    severity = draws["grader_severity"]
+    np.testing.assert_allclose(severity.sum(axis=1), 0.0, atol=1e-5)
+    # per draw, the strictest grader passes fewer answers than the most lenient one
+    y = draws["static_y"].reshape(300, 3, 60).mean(axis=2)
+    strict, lenient = severity.argmax(axis=1), severity.argmin(axis=1)
+    rows = np.arange(300)
+    spread = severity.max(axis=1) - severity.min(axis=1) > 1.0
+    assert np.mean(y[rows, strict][spread] < y[rows, lenient][spread]) > 0.85
+    i, q, g = data.static_model, data.static_item, data.static_judge
+    for s in range(3):
+        inputs, _ = build_inputs(with_data(data, draws, s), STATIC, centred="none")
+        eta = draws["a"][s, q] * (draws["theta"][s, i] - draws["b"][s, q]) - severity[s, g]
+        ys = draws["static_y"][s]
+        want = np.sum(ys * -np.logaddexp(0, -eta) + (1 - ys) * -np.logaddexp(0, eta))
+        one = {k: v[s : s + 1] for k, v in draws.items()}
+        got = joint_loglik(DualEvalModel(STATIC), one, inputs)
+        np.testing.assert_allclose(got, [want], rtol=1e-4)
+    assert {"grader_severity[0]", "grader_severity[1]"} <= set(quantities(draws, np.zeros(300)))
+    with pytest.raises(ConfigError, match="graders"):
+        design(6, 0, n_prompts=4, n_graders=2)

@@ -24,6 +24,7 @@ def sbc(
     n_domains: int = 3,
     arena_prompts: int = 20,
     item_features: int = 0,
+    graders: int = 1,
     perturb=(),
     seed: int = 0,
     **options,
@@ -38,7 +39,7 @@ def sbc(
         Simulations (fits).
     mode : str
         The specification's ``mode``: ``static``, or the reward likelihood
-        (``arena_likelihood='reward'``, ``arena_level='none'``) in ``both`` or ``arena``;
+        (``arena_likelihood='reward'``, with or without the level term) in ``both`` or ``arena``;
         the pairs are not generative
         (:func:`~bayes_dualeval.calibration.generate.check_generative`).
     n_models, static_items : int
@@ -50,6 +51,8 @@ def sbc(
     item_features : int
         Standard normal item features (the same in every simulation) that the item prior
         regresses on, in the generator and the fits; 0: none.
+    graders : int
+        Graders labelling every static answer (a severity each); 1: one label an answer.
     perturb : sequence of str
         ``KEY=VALUE`` changes of the generator only (``theta_scale=2``, ``flip=0.1``,
         ``reward_df=3``;
@@ -83,7 +86,7 @@ def sbc(
     return run_sbc(
         config, sampler, sims=sims, n_models=n_models, n_items=static_items,
         n_domains=n_domains, n_prompts=arena_prompts, n_features=item_features,
-        perturb=parse_perturbation(perturb),
+        n_graders=graders, perturb=parse_perturbation(perturb),
         seed=seed,
     )  # fmt: skip
 

@@ -123,13 +123,16 @@ def parse_perturbation(items) -> dict:
     return out
 
 
-def design(n_models: int, n_items: int, n_domains: int = 1, n_prompts: int = 0) -> Dataset:
+def design(
+    n_models: int, n_items: int, n_domains: int = 1, n_prompts: int = 0, n_graders: int = 1
+) -> Dataset:
     """The fixed design: ``n_models`` models each answering ``n_items`` static questions once.
 
     With ``n_domains`` above 1 the questions take domains ``d0``, ``d1``, ... in turn (for
     specifications with an ability per domain). With ``n_prompts`` every model is also
-    scored once on each of that many arena prompts (one judge). The labels and rewards are
-    placeholders, replaced by each simulation's (:func:`with_data`).
+    scored once on each of that many arena prompts (one judge). With ``n_graders`` above 1
+    every static answer is labelled by each of that many graders (``g0``, ``g1``, ...). The
+    labels and rewards are placeholders, replaced by each simulation's (:func:`with_data`).
     """
     if n_models < 2 or n_items + n_prompts < 2 or n_items == 1 or n_prompts == 1:
         raise ConfigError(
@@ -141,6 +144,11 @@ def design(n_models: int, n_items: int, n_domains: int = 1, n_prompts: int = 0) 
         raise ConfigError(
             f"the design's {n_items} questions give 1 to {max(n_items // 2, 1)} domains of "
             f"two questions at least; got {n_domains}"
+        )
+    if n_graders < 1 or (n_graders > 1 and not n_items):
+        raise ConfigError(
+            f"graders label static answers: the design needs 1 grader or more, and static "
+            f"questions for more than one; got {n_graders} graders and {n_items} questions"
         )
     static = arena = None
     if n_items:
@@ -156,6 +164,10 @@ def design(n_models: int, n_items: int, n_domains: int = 1, n_prompts: int = 0) 
         )
         if n_domains > 1:
             static["domain"] = [f"d{k % n_domains}" for k in item]
+        if n_graders > 1:
+            static = pd.concat(
+                [static.assign(judge=f"g{k}") for k in range(n_graders)], ignore_index=True
+            )
     if n_prompts:
         model = np.repeat(np.arange(n_models), n_prompts)
         prompt = np.tile(np.arange(n_prompts), n_models)
@@ -264,24 +276,19 @@ def prior_predictive(
     return out
 
 
-#: The sites a cell's success probability and reward read.
-_REWARD_SITES = (
-    "theta", "theta_domain", "theta_dims", "loading", "a", "b", "gamma", "sigma", "level_c",
-)  # fmt: skip
-
-
 def _rewards(values: dict, inputs, config: ModelConfig, key, df: float | None) -> np.ndarray:
     """Each draw's rewards of the arena cells (see the module), shape (n, R)."""
     import jax
     import jax.numpy as jnp
 
+    from bayes_dualeval.calibration.quantities import SITES
     from bayes_dualeval.model import links
     from bayes_dualeval.model.arena_term import reward_score
     from bayes_dualeval.model.likelihood import cell_eta
     from bayes_dualeval.model.spec import DualEvalModel
 
     model = DualEvalModel(config)
-    arrays = {k: jnp.asarray(values[k]) for k in _REWARD_SITES if values.get(k) is not None}
+    arrays = {k: jnp.asarray(values[k]) for k in SITES if values.get(k) is not None}
     n = next(iter(arrays.values())).shape[0]
     cells, prompts = inputs.arena_model.shape[0], inputs.n_items
     source = np.asarray(inputs.level_group)[np.asarray(inputs.arena_unit)]

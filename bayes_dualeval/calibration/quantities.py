@@ -15,6 +15,8 @@ and to every posterior draw, so its rank is uniform when the fits are calibrated
   ``gamma`` where the arena term is fitted, ``sigma`` the reward noise, the first arena
   prompt's ``b_rel[prompt]`` and ``log_a[prompt]`` (the reward likelihood), and with the
   level term ``level_c``, the arena source's intercept;
+* with graders of the static labels: ``grader_severity[0]`` (and ``[1]`` with three or
+  more), the first graders' severities (they sum to zero over graders);
 * with an ability per domain: ``domain_dev[0,0]``, ``domain_dev[1,1]``, two models'
   deviations from their overall ability in a domain (model 0 in domain 0, model 1 in
   domain 1), and ``tau_domain[0]``, the first domain's spread of deviations;
@@ -35,6 +37,13 @@ import numpy as np
 
 #: Items and models whose parameters are ranked one by one.
 FIRST = (0, 1)
+#: The sites the quantities and the log likelihood read: the one list the study collects
+#: from each fit's posterior and the generator hands the rewards' density.
+SITES = (
+    "theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "beta_b",
+    "beta_log_a", "grader_severity", "gamma", "sigma", "level_c", "sigma_b", "sigma_log_a",
+    "mu_c", "mu_d", "tau_domain", "sigma_loading", "tau_beta_b", "tau_beta_log_a",
+)  # fmt: skip
 
 
 def quantities(values: dict, loglik: np.ndarray, prompt: int | None = None) -> dict:
@@ -92,6 +101,10 @@ def quantities(values: dict, loglik: np.ndarray, prompt: int | None = None) -> d
     for name in ("gamma", "sigma", "level_c"):
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
+    if values.get("grader_severity") is not None:  # they sum to zero: the last is the rest
+        severity = np.asarray(values["grader_severity"]).reshape(theta.shape[0], -1)
+        for k in FIRST[: severity.shape[1] - 1]:
+            out[f"grader_severity[{k}]"] = severity[:, k]
     out["loglik"] = np.asarray(loglik)
     return out
 
@@ -136,9 +149,7 @@ def joint_loglik(model, values: dict, inputs) -> np.ndarray:
     import jax
     import jax.numpy as jnp
 
-    names = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d", "gamma",
-             "sigma", "level_c")  # fmt: skip
-    arrays = {k: jnp.asarray(values[k]) for k in names if values.get(k) is not None}
+    arrays = {k: jnp.asarray(values[k]) for k in SITES if values.get(k) is not None}
 
     def one(v):
         total = jnp.sum(model.static_loglik(v, inputs)) if inputs.has_static else 0.0

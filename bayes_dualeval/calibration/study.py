@@ -32,7 +32,7 @@ from bayes_dualeval.calibration.generate import (
     prior_predictive,
     with_data,
 )
-from bayes_dualeval.calibration.quantities import joint_loglik, quantities, ranks
+from bayes_dualeval.calibration.quantities import SITES, joint_loglik, quantities, ranks
 from bayes_dualeval.core import atomic
 from bayes_dualeval.core.errors import ConfigError, ConvergenceWarning
 from bayes_dualeval.core.fields import setting
@@ -117,6 +117,7 @@ def sbc(
     n_domains: int = 3,
     n_prompts: int = 20,
     n_features: int = 0,
+    n_graders: int = 1,
     perturb: dict | None = None,
     seed: int = 0,
 ) -> SBCResult:
@@ -145,6 +146,9 @@ def sbc(
         Item features: that many standard normal columns per item
         (:func:`~bayes_dualeval.calibration.generate.feature_table`, the same for every
         simulation), regressors of the item prior in the generator and in every fit.
+    n_graders : int
+        Graders of the static labels: every answer labelled by each (one severity per
+        grader on the log-odds, :mod:`~bayes_dualeval.model.graders`).
     perturb : dict, optional
         Generator-only changes (:func:`~bayes_dualeval.calibration.generate.parse_perturbation`).
     seed : int
@@ -190,7 +194,8 @@ def sbc(
             f"{setting('mode', config.mode)} fits arena rewards: the design needs 2 arena "
             f"prompts at least ({setting('arena_prompts')}); got {n_prompts}"
         )
-    base = design(n_models, n_items, n_domains, n_prompts)
+    n_graders = n_graders if n_items else 1
+    base = design(n_models, n_items, n_domains, n_prompts, n_graders)
     prompt = int(np.flatnonzero(base.item_kind == "arena")[0]) if n_prompts else None
     features = feature_table(base, n_features) if n_features else None
     truth = prior_predictive(base, config, sims, seed, perturb, features)
@@ -206,8 +211,7 @@ def sbc(
             converged.append(bool(result.converged))
             problems.update(_kinds(result.convergence.problems))
             post = result.idata.posterior
-            flat = {k: _flat(post[k].values) for k in _ABILITY_ITEM if k in post}
-            flat.update({k: _flat(post[k].values) for k in _GLOBAL if k in post})
+            flat = {k: _flat(post[k].values) for k in SITES if k in post}
             keep = evenly_spaced(flat["theta"].shape[0], n_rank)
             draws = {k: v[keep] for k, v in flat.items()}
             inputs, _ = build_inputs(data, config, centred="none")
@@ -238,6 +242,7 @@ def sbc(
             "domains": n_domains,
             "arena_prompts": n_prompts,
             "features": n_features,
+            "graders": n_graders,
         },  # fmt: skip
         "perturb": dict(perturb or {}),
         "sims": sims,
@@ -254,12 +259,6 @@ def sbc(
     return SBCResult(summary, table, b, info)
 
 
-#: Sites per model or item that the quantities and the log likelihood read.
-_ABILITY_ITEM = ("theta", "theta_domain", "theta_dims", "loading", "a", "b", "c", "d",
-                 "beta_b", "beta_log_a")  # fmt: skip
-#: Group-level sites ranked where the model has them.
-_GLOBAL = ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "gamma", "sigma", "tau_domain",
-           "sigma_loading", "tau_beta_b", "tau_beta_log_a")  # fmt: skip
 #: The simulated data among the prior predictive's values.
 _DATA = ("static_y", "arena_z")
 

@@ -19,8 +19,8 @@ from bayes_dualeval.model.config import DEFAULT_MODEL, MODES
 
 #: Options of the fits' calibration (no bank), and of the measure stage's (with a bank).
 FIT_ONLY = ("model_name", "mode", "n_models", "static_items", "domains", "arena_prompts",
-            "arena_level", "features", "chains", "warmup", "draws", "extend", "target_accept",
-            "centring")  # fmt: skip
+            "arena_level", "features", "graders", "chains", "warmup", "draws", "extend",
+            "target_accept", "centring")  # fmt: skip
 BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items", "target_se",
              "allow_approximate")  # fmt: skip
 
@@ -49,9 +49,13 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
     "simulation, which the item prior regresses on.",
 )  # fmt: skip
 @click.option(
+    "--graders", type=click.IntRange(1), default=1, show_default=True,
+    help="Graders labelling every static answer, each with its own severity.",
+)  # fmt: skip
+@click.option(
     "--arena-level", type=click.Choice(("mean", "none")), default=None,
     help="Override the specification's arena level term (the reward likelihood is "
-    "calibrated without it: none).",
+    "generative with it and without it).",
 )  # fmt: skip
 @click.option(
     "--domains", type=click.IntRange(1), default=3, show_default=True,
@@ -113,23 +117,24 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 @click.pass_context
 @clean_errors
 def sbc(
-    ctx, model_name, mode, sims, n_models, static_items, arena_prompts, features, arena_level,
-    domains,
-    perturb, seed, chains, warmup,
-    draws, extend, target_accept, centring, bank, measure, items, bank_draws, held_out, select,
-    max_items, target_se, allow_approximate, out, quiet,
+    ctx, model_name, mode, sims, n_models, static_items, arena_prompts, features, graders,
+    arena_level, domains, perturb, seed, chains, warmup, draws, extend, target_accept,
+    centring, bank, measure, items, bank_draws, held_out, select, max_items, target_se,
+    allow_approximate, out, quiet,
 ):  # fmt: skip
     """Simulation-based calibration: fit data drawn from the model's own prior.
 
     Draws --sims data sets of one design (--models models each answering --static-items
     questions once, in --domains domains under a specification with an ability per domain,
-    and scored on --arena-prompts prompts under the reward likelihood with --arena-level
-    none; --features item features the item prior regresses on) from the specification's
+    and scored on --arena-prompts prompts under the reward likelihood, with its level term
+    or, at --arena-level none, without; --features item features the item prior regresses
+    on; every answer labelled by each of --graders graders) from the specification's
     prior predictive (every hyperparameter drawn), fits each with NUTS (the sampler options
     below; the defaults are fit's), and ranks each true quantity (centred abilities, the
     best and the worst, a contrast, items' difficulty and log discrimination, item spreads,
     the guessing level, domain deviations and their spread, the largest loading of two
-    items under ability dimensions, gamma and the reward noise sigma, the feature
+    items under ability dimensions, the graders' severities, gamma, the reward noise sigma
+    and the level's intercept, the feature
     coefficients and their scales, the joint log likelihood) among 99 evenly spaced
     posterior draws. Writes OUT/sbc.csv
     (per quantity: the largest ECDF deviation from uniform, a p-value and whether the ECDF
@@ -153,8 +158,7 @@ def sbc(
     Example:
         bayes-dualeval sbc --model dualeval-2pl --mode static --sims 60 --seed 1 --out sbc/
         bayes-dualeval sbc --sims 60 --perturb theta_scale=2 --seed 1 --out sbc-wide/
-        bayes-dualeval sbc --model dualeval-reward --mode both --arena-level none \\
-            --sims 60 --out sbc-reward/
+        bayes-dualeval sbc --model dualeval-reward --mode both --sims 60 --out sbc-reward/
         bayes-dualeval sbc --bank runs/2pl --measure score --sims 10000 --out msbc/
     """
     given = {
@@ -181,7 +185,8 @@ def sbc(
     with progress_lines(quiet):
         result = api.sbc(
             model_name, sims=sims, mode=mode, n_models=n_models, static_items=static_items,
-            arena_prompts=arena_prompts, item_features=features, n_domains=domains,
+            arena_prompts=arena_prompts, item_features=features, graders=graders,
+            n_domains=domains,
             perturb=perturb, seed=seed,
             chains=chains, warmup=warmup, draws=draws, extend=extend,
             target_accept=target_accept, centring=centring, **overrides,

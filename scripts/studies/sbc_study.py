@@ -1,7 +1,8 @@
 r"""Simulation-based calibration tables: each specification's SBC, on its own prior and perturbed.
 
 For each ``--spec`` (a named specification, fitted in ``--mode``: ``static`` by default;
-``both`` or ``arena`` for the reward likelihood, fitted without the level term), runs
+``both`` or ``arena`` for the reward likelihood, with the level term by default and
+without it at ``--arena-level none``), runs
 :func:`bayes_dualeval.api.sbc` with ``--sims`` simulations of one design (``--models`` x
 ``--items`` static questions, and ``--prompts`` arena prompts where the mode fits the
 arena) on the model's own prior predictive, and again for each ``--perturb``
@@ -38,6 +39,10 @@ def main(argv=None) -> int:
     parser.add_argument("--mode", default="static", choices=("static", "both", "arena"))
     parser.add_argument("--prompts", type=int, default=20, help="arena prompts (reward mode)")
     parser.add_argument("--features", type=int, default=0, help="item features")
+    parser.add_argument("--graders", type=int, default=1, help="graders of every static answer")
+    parser.add_argument(
+        "--arena-level", default="mean", choices=("mean", "none"), help="reward mode's level"
+    )
     parser.add_argument(
         "--perturb",
         action="append",
@@ -70,8 +75,7 @@ def main(argv=None) -> int:
     cases = [None, *(p for p in args.perturb or ["theta_scale=2"] if p != "none")]
     if args.skip_model:
         cases = cases[1:]
-    # the reward likelihood is generative only without the level term
-    level = {} if args.mode == "static" else {"arena_level": "none"}
+    level = {} if args.mode == "static" else {"arena_level": args.arena_level}
     sampler = dict(
         chains=args.chains, warmup=args.warmup, draws=args.draws, extend=args.extend,
         target_accept=args.target_accept, centring=args.centring,
@@ -79,7 +83,8 @@ def main(argv=None) -> int:
     print(
         f"# {args.sims} simulations per case, seed {args.seed}, design {args.models} models x "
         f"{args.items} static questions, {args.prompts if args.mode != 'static' else 0} arena "
-        f"prompts, {args.features} item features, mode {args.mode}; NUTS {sampler}"
+        f"prompts, {args.features} item features, {args.graders} graders, mode {args.mode}"
+        f"{'' if args.mode == 'static' else f', arena level {args.arena_level}'}; NUTS {sampler}"
     )
     head = (
         f"{'spec':<14} {'generator':<16} {'outside':>8} {'min p':>7} {'not conv.':>9} "
@@ -96,6 +101,7 @@ def main(argv=None) -> int:
                     spec, sims=args.sims, mode=args.mode, n_models=args.models,
                     static_items=args.items, arena_prompts=args.prompts,
                     n_domains=args.domains, item_features=args.features,
+                    graders=args.graders,
                     perturb=[case] if case else [], seed=args.seed,
                     **sampler, **level,
                 )  # fmt: skip
