@@ -144,3 +144,26 @@ def test_fit_svi_keeps_every_latent_site(small_data, tmp_path):
     bad = CliRunner().invoke(cli, ["fit", str(small_data), "--sampler", "svi", "--subsample", "x"])
     assert bad.exit_code != 0 and "subsample must be auto, none" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_map_that_stops_short_of_the_mode_says_so(small_data, tmp_path, monkeypatch):
+    """An optimiser that stops early (here after one iteration) is reported with its
+    gradient norm and its own reason, not as a step limit to raise."""
+    from scipy import optimize
+
+    from bayes_dualeval.inference import mode
+
+    def one_step(*args, options=None, **kwargs):
+        return optimize.minimize(*args, options={**(options or {}), "maxiter": 1}, **kwargs)
+
+    monkeypatch.setattr(mode, "minimize", one_step)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        cli, ["fit", str(small_data), "--sampler", "map", "--out", str(out), "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.count("map stopped short of the mode (1 optimiser steps") == 1
+    assert "gradient norm" in result.output and "--sampler nuts" in result.output
+    assert "--svi-steps" not in result.output
+    info = json.loads((out / "diagnostics.json").read_text())["sampler_info"]
+    assert info["converged"] is False and info["steps"] == 1

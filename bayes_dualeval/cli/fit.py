@@ -366,7 +366,17 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="yellow",
         )
-    if sampler != "nuts" and info.get("converged") is False:
+    if sampler == "map" and info.get("converged") is False:
+        click.secho(
+            f"warning: map stopped short of the mode ({info.get('steps')} optimiser steps, "
+            f"gradient norm {info.get('grad_norm', float('nan')):.3g}, tolerance "
+            f"{info.get('grad_tol', float('nan')):.3g}; the optimiser said: "
+            f"{info.get('message', '')}); the estimates are not the posterior mode: use "
+            "--sampler nuts",
+            err=True,
+            fg="red",
+        )
+    elif sampler != "nuts" and info.get("converged") is False:
         click.secho(
             f"warning: {sampler} optimisation did not settle within its step limit; "
             "raise --svi-steps or use --sampler nuts",
