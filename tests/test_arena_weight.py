@@ -170,3 +170,47 @@ def test_a_fit_computes_records_and_reads_back_one_weight():
     fixed = fit(_small(), ModelConfig(), SamplerSettings(sampler="map"))
     assert "arena_weight" not in fixed.diagnostics
     assert DualEvalModel.from_idata(fixed.idata).arena.weight == 1.0
+
+
+def test_directions_without_pair_curvature_are_left_out_of_the_factor():
+    """A parameter the pairs do not read (zero score, zero curvature: the common ``gamma``
+    when each judge has its own) or one along which the pilot point is not a maximum
+    (negative curvature) leaves the factor of the other directions unchanged, said in the
+    note; with several judges the fit's factor is computed, not the fallback of 1."""
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=(40, 3)) * 0.5
+    hessian = np.diag([4.0, 6.0, 5.0])
+    plain = sandwich_factor(scores, hessian)
+    assert plain.note == "" and plain.parameters == 3
+    for extra in (0.0, -2.0):
+        wide_scores = np.c_[scores, np.zeros(40)] if extra == 0.0 else np.c_[scores, scores[:, 0]]
+        wide = np.zeros((4, 4))
+        wide[:3, :3], wide[3, 3] = hessian, extra
+        got = sandwich_factor(wide_scores, wide)
+        assert got.raw == pytest.approx(plain.raw, rel=1e-9)
+        assert got.parameters == 3 and "1 of 4 directions" in got.note
+    # a rotation of a positive definite problem keeps the plain formula's value
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    turned = sandwich_factor(scores @ q, q.T @ hessian @ q)
+    assert turned.raw == pytest.approx(plain.raw, rel=1e-9)
+    assert turned.raw == pytest.approx(
+        3 / np.trace(np.linalg.solve(hessian, np.cov(scores.T) * 40)), rel=1e-9
+    )
+
+
+def test_several_judges_get_a_computed_factor():
+    """With two judges each has its own ``gamma``, so the common one carries no pair
+    information; the factor is still computed over the abilities' contrasts (it fell back
+    to 1, "singular pair information", before directions without curvature were left out).
+    At a draw of the model's sites, as the pilot's point would be."""
+    static, arena, _ = simulate(6, 6, 16, judges=2, seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, arena=arena)
+    config = ModelConfig()
+    inputs, _ = build_inputs(DualEvalModel(config).fitted_data(ds), config)
+    tr = compiled_trace(dualeval_model, inputs, config, seed=4)
+    point = {k: np.asarray(v["value"]) for k, v in tr.items() if v["type"] != "plate"}
+    weight = sandwich(DualEvalModel(config.replace(arena_weight="calibrated")), point, inputs)
+    assert np.isfinite(weight.raw) and weight.factor != 1.0, weight
+    assert weight.parameters <= 6 - 2 and "directions" in weight.note, weight

@@ -41,6 +41,10 @@ import numpy as np
 FACTOR_LIMIT = 20.0
 #: Curvature added to each prompt's ``b`` and ``log a`` when they are profiled out.
 ITEM_RIDGE = 1.0
+#: Directions whose pair curvature is at most this share of the largest are left out of
+#: the factor: a parameter the pairs do not read (the common ``gamma`` where each judge has
+#: its own), or one along which the pilot point is not a maximum of the pairs alone.
+EIGEN_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -55,11 +59,12 @@ class SandwichWeight:
     raw : float
         The factor before clipping (``nan`` where it could not be computed).
     parameters : int
-        ``p``: the abilities' directions the pairs inform, plus ``log gamma``.
+        ``p``: the directions the factor is taken over: the abilities' contrasts and ``log
+        gamma``, less any along which the pairs have no positive curvature.
     units : int
         The prompts the score variance is taken over.
     note : str
-        Why the factor is 1, where it is ("" otherwise).
+        Why the factor is 1, where it is, or which directions were left out ("" otherwise).
     """
 
     factor: float
@@ -111,22 +116,33 @@ def sandwich_factor(scores: np.ndarray, hessian: np.ndarray) -> SandwichWeight:
     SandwichWeight
         ``p / tr(H^-1 J)`` with ``J = U * Var(scores)`` (the units' scores centred on their
         mean, so a score that does not vanish at the pilot point, as in a joint fit where
-        the static labels also move the abilities, is not counted as variance).
+        the static labels also move the abilities, is not counted as variance), over the
+        eigen-directions of ``H`` with positive curvature (above :data:`EIGEN_TOL` of the
+        largest; ``p`` counts those): for a positive definite ``H`` this is every direction
+        and the plain formula.
     """
     units, p = scores.shape
     if units < 2 or p < 1:
         return SandwichWeight(1.0, float("nan"), p, units, "fewer than two prompts")
     centred = scores - scores.mean(axis=0)
     j = centred.T @ centred * units / (units - 1)
-    try:
-        ratio = float(np.trace(np.linalg.solve(hessian, j)))
-    except np.linalg.LinAlgError:
-        ratio = float("nan")
+    h = 0.5 * (hessian + hessian.T)
+    if not (np.isfinite(h).all() and np.isfinite(j).all()):
+        return SandwichWeight(1.0, float("nan"), p, units, "singular pair information")
+    curvature, vectors = np.linalg.eigh(h)
+    informed = curvature > EIGEN_TOL * max(float(curvature.max()), 0.0)
+    if not informed.any():
+        return SandwichWeight(1.0, float("nan"), p, units, "singular pair information")
+    # tr(H^-1 J) over the directions the pairs inform: sum_k v_k' J v_k / lambda_k
+    kept = vectors[:, informed]
+    ratio = float(np.sum(np.einsum("pk,pr,rk->k", kept, j, kept) / curvature[informed]))
     if not np.isfinite(ratio) or ratio <= 0:
         return SandwichWeight(1.0, float("nan"), p, units, "singular pair information")
-    raw = p / ratio
+    n = int(informed.sum())
+    raw = n / ratio
     factor = float(np.clip(raw, 1.0 / FACTOR_LIMIT, FACTOR_LIMIT))
-    return SandwichWeight(factor, raw, p, units)
+    note = "" if n == p else f"{p - n} of {p} directions without positive pair curvature left out"
+    return SandwichWeight(factor, raw, n, units, note)
 
 
 def sandwich(model, point: Mapping, inputs) -> SandwichWeight:
