@@ -95,10 +95,7 @@ def quantities(values: dict, loglik: np.ndarray, prompt: int | None = None) -> d
         if values.get(name) is not None:
             out[f"{name}[0]"] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
     for name in ("sigma_b", "sigma_log_a", "mu_c", "mu_d", "sigma_loading", "tau_beta_b",
-                 "tau_beta_log_a"):  # fmt: skip
-        if name in values:
-            out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
-    for name in ("gamma", "sigma", "level_c"):
+                 "tau_beta_log_a", "gamma", "sigma", "level_c"):  # fmt: skip
         if name in values:
             out[name] = np.asarray(values[name]).reshape(theta.shape[0], -1)[:, 0]
     if values.get("grader_severity") is not None:  # they sum to zero: the last is the rest

@@ -376,7 +376,7 @@ def _tell(result, run_dir, sampler: str, ci: float) -> None:
             err=True,
             fg="red",
         )
-    elif sampler != "nuts" and info.get("converged") is False:
+    elif sampler == "svi" and info.get("converged") is False:
         click.secho(
             f"warning: {sampler} optimisation did not settle within its step limit; "
             "raise --svi-steps or use --sampler nuts",
