@@ -29,7 +29,13 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
   folder of its own (``PYTENSOR_FLAGS=base_compiledir=...``), not to ``~/.pytensor``, where
   a filled cache cut nutpie's compilation from 22-25 s to 6 s on 2026-12-05;
 * ``nutpie-warm`` (only when named in ``--runners``): nutpie again, with the folder its
-  cold run filled.
+  cold run filled;
+* ``nutpie-lowrank`` (only when named): nutpie with its low-rank mass matrix adapted from
+  draws and gradients (``pymc_dualeval.py --low-rank``), cold, in a folder of its own.
+
+``--repeats N`` runs the runners N times, interleaved (every runner once, then again),
+each repetition with empty caches of its own, and ends with a table of medians (and the
+range) per data set and runner: the ratios are medians over the repetitions.
 
 Data: the bundled example (``data/``, 12 models, 300 static questions, 100 arena
 prompts), DualEval's paper scale (18 models, 300 static questions, 300 arena prompts,
@@ -56,6 +62,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = REPO.parent / "shared" / "data" / "real"
@@ -74,7 +81,7 @@ RUNNERS = (
     "nutpie",
 )
 #: Runners taken only when named (nutpie twice at paper scale would take most of an hour).
-OPTIONAL_RUNNERS = ("nutpie-warm",)
+OPTIONAL_RUNNERS = ("nutpie-warm", "nutpie-lowrank")
 
 
 def paper_data(tmp: Path) -> Path:
@@ -169,7 +176,8 @@ def command(
         return [reference_python, script, str(data), *threads]
     if runner.startswith("nutpie"):
         script = str(REPO / "scripts" / "references" / "pymc_dualeval.py")
-        return [nutpie_python, script, str(data), "--json", str(out) + ".json"]
+        low_rank = ["--low-rank"] if runner == "nutpie-lowrank" else []
+        return [nutpie_python, script, str(data), "--json", str(out) + ".json", *low_rank]
     sampler = runner.split("-")[0]
     return ["bayes-dualeval", "fit", str(data), "--sampler", sampler, "--out", str(out), "-q"]
 
@@ -231,6 +239,9 @@ def main(argv=None) -> int:
         default="",
         help="comma-separated runners (default: all on paper scale; NUTS skipped on AlpacaEval)",
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="interleaved repetitions (medians reported)"
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(filter(None, args.runners.split(","))) - {*RUNNERS, *OPTIONAL_RUNNERS})
     if unknown:
@@ -247,50 +258,89 @@ def main(argv=None) -> int:
             sets["paper (18 x 300+300)"] = paper_data(tmp)
         if "alpaca" in args.data and (REAL / "alpaca_eval").exists():
             sets["AlpacaEval (56 x 805)"] = REAL / "alpaca_eval"
-        for name, data in sets.items():
-            base = None
-            runners = args.runners or ",".join(
-                r
-                for r in RUNNERS
-                if not (r.startswith(("nuts", "nutpie")) and name.startswith("AlpacaEval"))
-            )
-            for runner in runners.split(","):
-                out = tmp / f"{name.split()[0]}-{runner}"
-                source = data
-                if runner.endswith("-twin"):
-                    source = twin_data(data, tmp / f"{name.split()[0]}-twin-data")
-                cmd = command(runner, source, out, args.nutpie_python, args.reference_python)
-                # each sampler starts from an empty compile cache of its own (the posterior
-                # and checks programs would otherwise carry over from one to the next);
-                # the warm runs and the twins read the one their cold run filled
-                cache = tmp / f"jax-cache-{name.split()[0]}-{runner.split('-')[0]}"
-                run_env = dict(env, BAYES_DUALEVAL_CACHE=str(cache))
-                if runner.startswith("nutpie"):  # PyTensor's and numba's compiled code
-                    flags = [env.get("PYTENSOR_FLAGS", ""), f"base_compiledir={cache}"]
-                    run_env["PYTENSOR_FLAGS"] = ",".join(filter(None, flags))
-                seconds, peak, code, tail = timed(cmd, run_env, tmp / f"{out.name}.log")
-                if runner == "reference":
-                    base = seconds if code == 0 else None
-                ratio = f"{seconds / base:.2f}x" if base else "-"
-                verdict = converged(out) if runner.startswith("nuts") else ""
-                if runner.startswith("nutpie"):
-                    verdict = nutpie_verdict(out, tmp / f"{name.split()[0]}-nuts")
-                rows.append((name, runner, seconds, peak, code, ratio, verdict))
-                print(f"{name:24s} {runner:17s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
-                      f"  {ratio} {verdict}", flush=True)  # fmt: skip
-                if code != 0:
-                    print(tail, file=sys.stderr)
-    nutpie = {r[0]: r[2] for r in rows if r[1] == "nutpie" and r[4] == 0}
+        for rep in range(args.repeats):
+            for name, data in sets.items():
+                rows += run_set(name, data, rep, args, env, tmp)
+    print_tables(rows, args.repeats)
+    return 0
+
+
+def run_set(name: str, data: Path, rep: int, args, env: dict, tmp: Path) -> list:
+    """Every runner once on one data set (repetition ``rep``, with caches of its own)."""
+    rows, base = [], None
+    short = name.split()[0]
+    runners = args.runners or ",".join(
+        r
+        for r in RUNNERS
+        if not (r.startswith(("nuts", "nutpie")) and name.startswith("AlpacaEval"))
+    )
+    for runner in runners.split(","):
+        out = tmp / f"{short}-{runner}-{rep}"
+        source = data
+        if runner.endswith("-twin"):
+            source = twin_data(data, tmp / f"{short}-twin-data")
+        cmd = command(runner, source, out, args.nutpie_python, args.reference_python)
+        # each sampler starts from an empty compile cache of its own (the posterior and
+        # checks programs would otherwise carry over from one to the next); the warm runs
+        # and the twins read the one their cold run filled
+        cold = runner.removesuffix("-warm").removesuffix("-twin")
+        cache = tmp / f"jax-cache-{short}-{cold}-{rep}"
+        run_env = dict(env, BAYES_DUALEVAL_CACHE=str(cache))
+        if runner.startswith("nutpie"):  # PyTensor's and numba's compiled code
+            flags = [env.get("PYTENSOR_FLAGS", ""), f"base_compiledir={cache}"]
+            run_env["PYTENSOR_FLAGS"] = ",".join(filter(None, flags))
+        seconds, peak, code, tail = timed(cmd, run_env, tmp / f"{out.name}.log")
+        if runner == "reference":
+            base = seconds if code == 0 else None
+        ratio = f"{seconds / base:.2f}x" if base else "-"
+        verdict = converged(out) if runner.startswith("nuts") else ""
+        if runner.startswith("nutpie"):
+            verdict = nutpie_verdict(out, tmp / f"{short}-nuts-{rep}")
+        rows.append((name, runner, seconds, peak, code, ratio, verdict))
+        print(f"{name:24s} {runner:17s} {seconds:7.1f} s  {peak:7.0f} MiB  exit {code}"
+              f"  {ratio} {verdict}", flush=True)  # fmt: skip
+        if code != 0:
+            print(tail, file=sys.stderr)
+    return rows
+
+
+def print_tables(rows: list, repeats: int) -> None:
+    """Every run; with repetitions, then each runner's median seconds and median ratios."""
     print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference | vs nutpie | convergence |")
     print("|---|---|---|---|---|---|---|")
+    nutpie = {}  # each run against nutpie's median on its data
+    for name, runner, seconds, _, code, _, _ in rows:
+        if runner == "nutpie" and code == 0:
+            nutpie.setdefault(name, []).append(seconds)
     for name, runner, seconds, peak, code, ratio, verdict in rows:
         status = "" if code == 0 else f" (exit {code})"
-        vs = f"{seconds / nutpie[name]:.2f}x" if name in nutpie else "-"
+        vs = f"{seconds / median(nutpie[name]):.2f}x" if name in nutpie else "-"
         print(
             f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} | {vs} "
             f"| {verdict} |"
         )
-    return 0
+    if repeats < 2:
+        return
+    seconds = {}
+    for name, runner, wall, _, code, _, _ in rows:
+        if code == 0:
+            seconds.setdefault((name, runner), []).append(wall)
+    print(f"\nMedians of {repeats} interleaved repetitions (failed runs left out)\n")
+    print(
+        "| data | run | runs | median wall (s) | range | vs reference | vs nutpie "
+        "| vs nutpie-lowrank |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (name, runner), walls in seconds.items():
+        mid = median(walls)
+        cells = []
+        for ref in ("reference", "nutpie", "nutpie-lowrank"):
+            other = seconds.get((name, ref))
+            cells.append(f"{mid / median(other):.2f}x" if other else "-")
+        print(
+            f"| {name} | {runner} | {len(walls)} | {mid:.1f} | {min(walls):.1f}-{max(walls):.1f} "
+            f"| {' | '.join(cells)} |"
+        )
 
 
 if __name__ == "__main__":
