@@ -92,7 +92,11 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
         return zeros, zeros.copy()
     model, item = dataset.static_model, dataset.static_item
     y, answers = dataset.static_share, dataset.static_n.astype(np.float64)
-    theta = _proxy_abilities(dataset)
+    n_i = np.bincount(model, weights=answers, minlength=dataset.n_models)
+    k_i = np.bincount(model, weights=dataset.static_y, minlength=dataset.n_models)
+    acc = (k_i + 0.5) / (n_i + 1.0)
+    theta = np.log(acc / (1.0 - acc))
+    theta = (theta - theta.mean()) / max(theta.std(), 1e-6)
     x = theta[model]
 
     def predictor(v):  # eta = alpha + beta x and its derivatives in alpha and beta
@@ -115,125 +119,6 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
 #: Typical prior standard deviations of ``b`` and ``log a`` within a group, below which an
 #: item's information is compared in :func:`centring`.
 PRIOR_SD_B, PRIOR_SD_LOG_A = 1.0, 0.3
-#: A group's spread of ``log a`` is estimated (:func:`spread_log_a`) when at least this
-#: many of its items have static responses ...
-SPREAD_MIN_ITEMS = 100
-#: ... from at least this many models. With fewer, the pilot's proxy abilities (accuracy
-#: logits) make the estimate read high: 0.55-0.68 on 12 x 300 simulations whose spread
-#: is 0.3 (docs/performance.md, "ChemBench's energy"); at 18 models it read 0.38-0.40.
-SPREAD_MIN_MODELS = 20
-#: The values of ``log a`` (on the proxy abilities' scale) over which each item's
-#: likelihood is integrated in :func:`spread_log_a`.
-LOG_A_GRID = np.linspace(-2.5, 2.5, 41)
-
-
-def spread_log_a(dataset: Dataset) -> np.ndarray:
-    """Each item's group spread of ``log a`` as the data show it, for :func:`centring`.
-
-    An empirical-Bayes estimate on the pilot's proxy abilities (standardised logits of the
-    models' smoothed accuracies): for every ``log a`` on :data:`LOG_A_GRID`, each item's
-    intercept is integrated out by Laplace's method (prior ``Normal(0, 3)``, a few Newton
-    steps vectorised over items), giving each item's likelihood of ``log a``; the group's
-    ``log a ~ Normal(m, s)`` is then fitted by maximising the items' marginal likelihood
-    over ``(m, log s)``. It is kept where it exceeds :data:`PRIOR_SD_LOG_A`, the prior's
-    median and the guess made before the data.
-
-    Why: centring compares an item's information with its prior's variance, and that
-    prior is the fitted ``sigma_log_a``, not its prior median. On ChemBench (22 models x
-    2,854 questions) the fitted ``sigma_log_a`` is 0.62 and this reads 0.625; compared
-    with 0.3, every ``log a`` was non-centred, all tied to ``sigma_log_a``, and every
-    chain's E-BFMI stayed under 0.3. On simulations it reads 0.38-0.48 for a spread of 0.3
-    (18 and 22 models), 0.63 for 0.6 (22 x 2,854), 0.68-0.70 for 0.7 (80 models).
-
-    Parameters
-    ----------
-    dataset : Dataset
-
-    Returns
-    -------
-    numpy.ndarray, shape (Q,)
-        The spread of each item's group: :data:`PRIOR_SD_LOG_A`, or more where a group
-        has :data:`SPREAD_MIN_ITEMS` items with static responses from
-        :data:`SPREAD_MIN_MODELS` models and its estimate is larger.
-    """
-    q = dataset.n_items
-    out = np.full(q, PRIOR_SD_LOG_A)
-    if len(dataset.static_y) == 0:
-        return out
-    model, item = dataset.static_model, dataset.static_item
-    group = np.asarray(dataset.item_group)[item]
-    eligible = []
-    for g in np.unique(group):
-        mine = group == g
-        if (
-            np.unique(item[mine]).size >= SPREAD_MIN_ITEMS
-            and np.unique(model[mine]).size >= SPREAD_MIN_MODELS
-        ):
-            eligible.append(g)
-    if not eligible:
-        return out
-    loglik = _log_a_likelihood(dataset, _proxy_abilities(dataset))  # (grid, Q)
-    for g in eligible:
-        items = np.unique(item[group == g])
-        spread = _marginal_spread(loglik[:, items])
-        out[np.asarray(dataset.item_group) == g] = max(PRIOR_SD_LOG_A, spread)
-    return out
-
-
-def _proxy_abilities(dataset: Dataset) -> np.ndarray:
-    """The pilot's abilities: standardised logits of the models' smoothed accuracies."""
-    model, answers = dataset.static_model, dataset.static_n.astype(np.float64)
-    n_i = np.bincount(model, weights=answers, minlength=dataset.n_models)
-    k_i = np.bincount(model, weights=dataset.static_y, minlength=dataset.n_models)
-    acc = (k_i + 0.5) / (n_i + 1.0)
-    theta = np.log(acc / (1.0 - acc))
-    return (theta - theta.mean()) / max(theta.std(), 1e-6)
-
-
-def _log_a_likelihood(dataset: Dataset, theta: np.ndarray) -> np.ndarray:
-    """Each item's log likelihood at every ``log a`` of the grid, intercept integrated out."""
-    q = dataset.n_items
-    item, y = dataset.static_item, dataset.static_share
-    n = dataset.static_n.astype(np.float64)
-    x = theta[dataset.static_model]
-    prior_var = 9.0  # the intercept's Normal(0, 3), as in _pilot_items' ridge
-    out = np.empty((len(LOG_A_GRID), q))
-    alpha = np.zeros(q)
-    for k, log_a in enumerate(LOG_A_GRID):  # 41 values, each vectorised over the cells
-        slope = np.exp(log_a) * x
-        # Newton's method for a logistic intercept, from its value at the previous log a
-        for _ in range(12 if k == 0 else 4):
-            p = links.probability(alpha[item] + slope)
-            grad = np.bincount(item, weights=n * (y - p), minlength=q) - alpha / prior_var
-            hess = np.bincount(item, weights=n * p * (1 - p), minlength=q) + 1 / prior_var
-            alpha = alpha + grad / hess
-        p = np.clip(links.probability(alpha[item] + slope), 1e-12, 1 - 1e-12)
-        cells = n * (y * np.log(p) + (1 - y) * np.log1p(-p))
-        hess = np.bincount(item, weights=n * p * (1 - p), minlength=q) + 1 / prior_var
-        out[k] = (
-            np.bincount(item, weights=cells, minlength=q)
-            - 0.5 * alpha**2 / prior_var
-            - 0.5 * np.log(hess * prior_var)
-        )
-    return out
-
-
-def _marginal_spread(loglik: np.ndarray) -> float:
-    """The ``s`` of ``log a ~ Normal(m, s)`` that maximises the items' marginal likelihood."""
-    from scipy.optimize import minimize
-    from scipy.special import logsumexp
-
-    grid, step = LOG_A_GRID[:, None], LOG_A_GRID[1] - LOG_A_GRID[0]
-
-    def minus(v):
-        m, log_s = v
-        log_w = -0.5 * ((grid - m) / np.exp(log_s)) ** 2 - log_s + np.log(step)
-        return -float(np.sum(logsumexp(loglik + log_w, axis=0)))
-
-    start = (float(LOG_A_GRID[np.argmax(loglik.mean(axis=1))]), np.log(PRIOR_SD_LOG_A))
-    bounds = [(LOG_A_GRID[0], LOG_A_GRID[-1]), (np.log(0.05), np.log(2.0))]
-    res = minimize(minus, start, method="L-BFGS-B", bounds=bounds)
-    return float(np.exp(res.x[1]))
 
 
 def centring(
@@ -252,12 +137,10 @@ def centring(
         Whether static labels enter the model.
     how : {"auto", "none", "all"}
         ``auto``: a parameter is centred when its data outweigh a typical prior, that is
-        when its information (:func:`item_information`) times the prior variance is at
-        least 1: its likelihood is then narrower than the prior. The variance is
-        :data:`PRIOR_SD_B` squared for ``b``, and for ``log a`` the square of its group's
-        spread as the data show it (:func:`spread_log_a`, at least
-        :data:`PRIOR_SD_LOG_A`). Arena prompts, whose pairs see only differences, stay
-        non-centred, unless the level term sees them (``arena_level``): then their
+        when its information (:func:`item_information`) times the prior variance
+        (:data:`PRIOR_SD_B`, :data:`PRIOR_SD_LOG_A` squared) is at least 1: its likelihood
+        is then narrower than the prior. Arena prompts, whose pairs see only differences,
+        stay non-centred, unless the level term sees them (``arena_level``): then their
         ``b`` is anchored to the level their mean reward implies (``b_anchored``;
         :mod:`bayes_dualeval.model.anchoring`). ``none``: every item non-centred; ``all``:
         every item centred; neither anchors.
@@ -279,13 +162,12 @@ def centring(
     if how != "auto":
         raise ConfigError(f"centring must be auto, none or all; got {how!r}")
     info_b, info_log_a = item_information(dataset, use_static)
-    spread = spread_log_a(dataset) if use_static else PRIOR_SD_LOG_A
     arena = np.asarray(dataset.item_kind == "arena")
     anchored = arena if arena_level else np.zeros(q, bool)
     centred = np.stack(
         [
             (info_b * PRIOR_SD_B**2 >= 1.0) | anchored,
-            info_log_a * spread**2 >= 1.0,
+            info_log_a * PRIOR_SD_LOG_A**2 >= 1.0,
             anchored,
         ]
     )
