@@ -35,7 +35,10 @@ launch to exit (wall clock), with its peak resident memory (``wait4``'s ``ru_max
 
 ``--repeats N`` runs the runners N times, interleaved (every runner once, then again),
 each repetition with empty caches of its own, and ends with a table of medians (and the
-range) per data set and runner: the ratios are medians over the repetitions.
+range) per data set and runner: the ratios are medians over the repetitions. Every run
+uses seed 0 unless ``--vary-seed`` gives repetition ``r`` seed ``r``: with one seed the
+repetitions measure the machine's noise only (a sampler draws the same chains every
+time), with several they also measure how the sampler's luck varies.
 
 Data: the bundled example (``data/``, 12 models, 300 static questions, 100 arena
 prompts), DualEval's paper scale (18 models, 300 static questions, 300 arena prompts,
@@ -168,18 +171,20 @@ def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float, int, str]
 
 
 def command(
-    runner: str, data: Path, out: Path, nutpie_python: str, reference_python: str
+    runner: str, data: Path, out: Path, nutpie_python: str, reference_python: str, seed: int = 0
 ) -> list[str]:
+    seeded = ["--seed", str(seed)]
     if runner.startswith("reference"):
         threads = ["--threads", "1"] if runner == "reference-1thread" else []
         script = str(REPO / "scripts" / "references" / "dualeval_reference.py")
-        return [reference_python, script, str(data), *threads]
+        return [reference_python, script, str(data), *threads, *seeded]
     if runner.startswith("nutpie"):
         script = str(REPO / "scripts" / "references" / "pymc_dualeval.py")
         low_rank = ["--low-rank"] if runner == "nutpie-lowrank" else []
-        return [nutpie_python, script, str(data), "--json", str(out) + ".json", *low_rank]
+        return [nutpie_python, script, str(data), "--json", str(out) + ".json", *low_rank, *seeded]
     sampler = runner.split("-")[0]
-    return ["bayes-dualeval", "fit", str(data), "--sampler", sampler, "--out", str(out), "-q"]
+    return ["bayes-dualeval", "fit", str(data), "--sampler", sampler, "--out", str(out), "-q",
+            *seeded]  # fmt: skip
 
 
 def nutpie_verdict(out: Path, nuts_out: Path) -> str:
@@ -242,6 +247,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=1, help="interleaved repetitions (medians reported)"
     )
+    parser.add_argument(
+        "--vary-seed",
+        action="store_true",
+        help="repetition r runs every runner with seed r (default: seed 0 every time)",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(filter(None, args.runners.split(","))) - {*RUNNERS, *OPTIONAL_RUNNERS})
     if unknown:
@@ -279,7 +289,8 @@ def run_set(name: str, data: Path, rep: int, args, env: dict, tmp: Path) -> list
         source = data
         if runner.endswith("-twin"):
             source = twin_data(data, tmp / f"{short}-twin-data")
-        cmd = command(runner, source, out, args.nutpie_python, args.reference_python)
+        seed = rep if args.vary_seed else 0
+        cmd = command(runner, source, out, args.nutpie_python, args.reference_python, seed)
         # each sampler starts from an empty compile cache of its own (the posterior and
         # checks programs would otherwise carry over from one to the next); the warm runs
         # and the twins read the one their cold run filled
