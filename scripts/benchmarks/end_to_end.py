@@ -317,25 +317,25 @@ def run_set(name: str, data: Path, rep: int, args, env: dict, tmp: Path) -> list
 
 def print_tables(rows: list, repeats: int) -> None:
     """Every run; with repetitions, then each runner's median seconds and median ratios."""
-    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference | vs nutpie | convergence |")
-    print("|---|---|---|---|---|---|---|")
-    nutpie = {}  # each run against nutpie's median on its data
-    for name, runner, seconds, _, code, _, _ in rows:
-        if runner == "nutpie" and code == 0:
-            nutpie.setdefault(name, []).append(seconds)
-    for name, runner, seconds, peak, code, ratio, verdict in rows:
-        status = "" if code == 0 else f" (exit {code})"
-        vs = f"{seconds / median(nutpie[name]):.2f}x" if name in nutpie else "-"
-        print(
-            f"| {name} | {runner}{status} | {seconds:.1f} | {peak:.0f} | {ratio} | {vs} "
-            f"| {verdict} |"
-        )
-    if repeats < 2:
-        return
-    seconds = {}
+    seconds = {}  # (data, runner) -> the wall times of its runs that succeeded
     for name, runner, wall, _, code, _, _ in rows:
         if code == 0:
             seconds.setdefault((name, runner), []).append(wall)
+
+    def against(name: str, wall: float, ref: str) -> str:
+        other = seconds.get((name, ref))
+        return f"{wall / median(other):.2f}x" if other else "-"
+
+    print("\n| data | run | wall (s) | peak RSS (MiB) | vs reference | vs nutpie | convergence |")
+    print("|---|---|---|---|---|---|---|")
+    for name, runner, wall, peak, code, ratio, verdict in rows:
+        status = "" if code == 0 else f" (exit {code})"
+        print(
+            f"| {name} | {runner}{status} | {wall:.1f} | {peak:.0f} | {ratio} "
+            f"| {against(name, wall, 'nutpie')} | {verdict} |"
+        )
+    if repeats < 2:
+        return
     print(f"\nMedians of {repeats} interleaved repetitions (failed runs left out)\n")
     print(
         "| data | run | runs | median wall (s) | range | vs reference | vs nutpie "
@@ -344,13 +344,12 @@ def print_tables(rows: list, repeats: int) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for (name, runner), walls in seconds.items():
         mid = median(walls)
-        cells = []
-        for ref in ("reference", "nutpie", "nutpie-lowrank"):
-            other = seconds.get((name, ref))
-            cells.append(f"{mid / median(other):.2f}x" if other else "-")
+        cells = " | ".join(
+            against(name, mid, ref) for ref in ("reference", "nutpie", "nutpie-lowrank")
+        )
         print(
             f"| {name} | {runner} | {len(walls)} | {mid:.1f} | {min(walls):.1f}-{max(walls):.1f} "
-            f"| {' | '.join(cells)} |"
+            f"| {cells} |"
         )
 
 
