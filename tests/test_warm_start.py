@@ -148,8 +148,7 @@ def test_warm_fit_starts_from_the_stored_metric_mapped_by_label(data, base_run, 
     (dense_key,) = [k for k, v in metric.items() if np.ndim(v) == 2]
     (rest_key,) = [k for k, v in metric.items() if np.ndim(v) == 1]
     assert "gamma" in dense_key and "b_raw" in rest_key
-    inputs = _inputs(full)
-    warm = warm_start.prepare(base_run[0], full, inputs, result.config, SETTINGS)
+    warm, inputs = warm_start.prepare(base_run[0], full, _inputs(full), result.config, SETTINGS)
     sizes = {name: int(np.size(value)) for name, value in warm.init.items()}
     # each item's entry of b_raw is the stored one of the same label (its centring kept)
     at = sum(sizes[n] for n in rest_key[: rest_key.index("b_raw")])
@@ -157,7 +156,10 @@ def test_warm_fit_starts_from_the_stored_metric_mapped_by_label(data, base_run, 
     old_items = stored["coord/item"].tolist()
     labels = {"item": [str(i) for i in full.items]}
     keep = warm_start._same_centring(stored, {"item": old_items}, inputs, labels)
-    assert keep.any()
+    # every item of the run keeps the run's layout, though the new model moved the weights
+    assert keep.sum() == len(set(old_items) & set(labels["item"]))
+    fresh = warm_start._same_centring(stored, {"item": old_items}, _inputs(full), labels)
+    assert fresh.sum() < keep.sum()
     for j, item in enumerate(labels["item"]):
         if keep[j]:
             want = stored["var/b_raw"][old_items.index(item)]
@@ -185,7 +187,7 @@ def test_the_warm_start_starts_old_models_where_the_run_ended(base_run, warm_fit
     old = stored["coord/model"].tolist()
     new = list(result.dataset.models)
     theta_old = helmert_basis(len(old)).astype(np.float64) @ stored["mean/theta_contrast"]
-    warm = warm_start.prepare(
+    warm, _ = warm_start.prepare(
         base_run[0], result.dataset, _inputs(result.dataset), result.config, SETTINGS
     )
     theta_new = helmert_basis(len(new)).astype(np.float64) @ warm.init["theta_contrast"]

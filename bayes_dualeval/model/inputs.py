@@ -401,7 +401,7 @@ def build_inputs(
         n_level_groups=n_level_groups,
         n_static_items=len(static_items),
         n_anchored=int(item_centring[2].sum()),
-        n_centred=int(item_centring[:2].sum()),
+        n_centred=int(np.count_nonzero(item_centring[:2])),
         n_domains=n_domains,
         n_judges=facet.n_judges,
         n_families=facet.n_families,

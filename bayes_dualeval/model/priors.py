@@ -183,29 +183,27 @@ def _layout(inputs: ModelInputs, mask):
 
 
 def _draw(name: str, loc, scale, centred, *, shift=0.0, stretch=1.0):
-    """Draw ``x ~ Normal(loc, scale)`` elementwise, centred (1) or non-centred (0).
+    """Draw ``x ~ Normal(loc, scale)`` elementwise, centred by a weight ``w`` in [0, 1].
 
-    Centred, the site ``name`` holds ``y`` with ``x = shift + stretch * y``; non-centred, it
-    holds the standard normal ``(x - loc) / scale``. The density of the site is the prior
-    of ``x`` transformed exactly, so the returned ``x`` has the same prior either way.
-    ``centred`` is an array of 0 and 1 per element, or a Python number for all of them
-    (then the program has no selection at all).
+    In the centred coordinate ``y = (x - shift) / stretch ~ Normal(m, s)`` (``m = (loc -
+    shift) / stretch``, ``s = scale / stretch``) the site ``name`` holds
+    ``r ~ Normal(w m, s^w)`` and ``y = m + s^(1 - w) (r - w m)``: at ``w = 1`` the site is
+    ``y`` itself (centred), at ``w = 0`` the standard normal ``(x - loc) / scale``
+    (non-centred), and in between a partially centred coordinate (Papaspiliopoulos, Roberts
+    and Skold 2007). The density of the site is the prior of ``x`` transformed exactly, so
+    the returned ``x`` has the same prior at every ``w``. ``centred`` is an array of
+    weights per element, or a Python number for all of them (then the program has no
+    per-element weight at all).
     """
     if isinstance(centred, (int, float)):  # one layout for every element
         if not centred:
             return loc + scale * numpyro.sample(name, dist.Normal(0.0, 1.0))
         y = numpyro.sample(name, dist.Normal((loc - shift) / stretch, scale / stretch))
         return shift + stretch * y
-    # a selection, not arithmetic on the 0/1 mask (``scale ** centred``): the same values,
-    # and a gradient of fewer and cheaper operations (docs/performance.md)
-    on = jnp.asarray(centred) > 0
-    raw = numpyro.sample(
-        name,
-        dist.Normal(
-            jnp.where(on, (loc - shift) / stretch, 0.0), jnp.where(on, scale / stretch, 1.0)
-        ),
-    )
-    return jnp.where(on, shift + stretch * raw, loc + scale * raw)
+    w = jnp.asarray(centred)
+    m, log_s = (loc - shift) / stretch, jnp.log(scale / stretch)
+    raw = numpyro.sample(name, dist.Normal(w * m, jnp.exp(w * log_s)))
+    return shift + stretch * (m + jnp.exp((1.0 - w) * log_s) * (raw - w * m))
 
 
 def asymptotes(inputs: ModelInputs, config: ModelConfig):

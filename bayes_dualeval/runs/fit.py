@@ -224,7 +224,7 @@ def fit(
     if warm_start is not None:  # before the arena weight's pilot: a bad run fails at once
         from bayes_dualeval.runs.warm_start import prepare
 
-        warm = prepare(warm_start, dataset, inputs, config, settings, design)
+        warm, inputs = prepare(warm_start, dataset, inputs, config, settings, design)
     config, arena_weight = _arena_weight(inputs, config, settings, timings)
 
     def until(draws):

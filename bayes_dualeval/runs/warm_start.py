@@ -14,9 +14,11 @@ centring changed counts as new. A run that cannot be mapped is one
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 
 from bayes_dualeval.core import atomic
@@ -191,6 +193,9 @@ def prepare(
     Returns
     -------
     WarmStart
+    ModelInputs
+        ``inputs`` with the run's centring weights for the items it had
+        (:func:`_carried_centring`).
 
     Raises
     ------
@@ -229,6 +234,7 @@ def prepare(
         k: np.asarray(v).astype(str).tolist()
         for k, v in coords_of(dataset, every, inputs, features).items()
     }
+    inputs = _carried_centring(stored, labels_old, inputs, labels_new)
     keep = {"item": _same_centring(stored, labels_old, inputs, labels_new)}
     dense_old = list(np.asarray(stored["dense_sites"]).tolist())
     dense_new = global_sites(config, inputs)
@@ -267,7 +273,27 @@ def prepare(
         "new_entries": new_entries,
     }
     metric = block_metric(var, tuple(dense_new), dense)
-    return WarmStart(metric, step_size, init, warmup, False, record)
+    return WarmStart(metric, step_size, init, warmup, False, record), inputs
+
+
+def _carried_centring(stored: dict, labels_old: dict, inputs: ModelInputs, labels_new: dict):
+    """``inputs`` with each item of the run laid out as the run laid it out.
+
+    The centring weights are read from all the data (:func:`bayes_dualeval.model.pilot.centring`),
+    so a new model moves every item's weights a little; any weights give the same
+    posterior, and the run's keep its adapted means and metric valid. An item whose
+    anchoring differs keeps the new layout (and counts as new).
+    """
+    old = np.asarray(stored["centring"], np.float32)
+    new = np.array(inputs.centring, np.float32)
+    where = {label: i for i, label in enumerate(labels_old.get("item", []))}
+    for j, label in enumerate(labels_new.get("item", [])):
+        i = where.get(label)
+        if i is not None and i < old.shape[1] and old[2, i] == new[2, j]:
+            new[:2, j] = old[:2, i]
+    return dataclasses.replace(
+        inputs, centring=jnp.asarray(new), n_centred=int(np.count_nonzero(new[:2]))
+    )
 
 
 def _same_centring(stored: dict, labels_old: dict, inputs: ModelInputs, labels_new: dict):

@@ -111,7 +111,7 @@ def variants(data: Path, base: Path, seed: int, names: list[str]) -> dict:
     settings = SamplerSettings(seed=seed)
     dataset = DualEvalModel(config).fitted_data(load(data))
     inputs, _ = build_inputs(dataset, config, centred="auto")
-    warm = prepare(base, dataset, inputs, config, settings)
+    warm, inputs = prepare(base, dataset, inputs, config, settings)
     large = worth_it(inputs)
     inputs = laid_out(padded(inputs), config)
     metric = init = None
