@@ -81,7 +81,7 @@ BANK_ONLY = ("measure", "items", "bank_draws", "held_out", "select", "max_items"
 )  # fmt: skip
 @click.option(
     "--centring", type=click.Choice(("auto", "none", "all")), default="auto",
-    show_default=True, help="Items sampled in centred coordinates.",
+    show_default=True, help="How centred the items' coordinates are.",
 )  # fmt: skip
 @click.option(
     "--bank", type=click.Path(path_type=str), default=None,

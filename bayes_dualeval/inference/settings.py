@@ -73,8 +73,9 @@ class SamplerSettings:
         NUTS: when the draws fail the convergence check, up to this many more rounds of
         ``draws`` draws per chain continue the chains (0: never).
     centring : {"auto", "none", "all"}
-        NUTS: which items are sampled in centred coordinates
-        (:func:`bayes_dualeval.model.pilot.centring`); SVI and MAP always use non-centred ones.
+        NUTS: how centred each item's coordinates are (``auto``: weighed per item by how
+        much its data say, :func:`bayes_dualeval.model.pilot.centring`; ``none`` or
+        ``all``: every item non-centred or centred); SVI and MAP always use non-centred ones.
     subsample : str
         SVI: ``"auto"`` (random batches of :data:`AUTO_BATCH` static cells and of as many
         decisive pairs, each kind above :data:`AUTO_TERMS` terms), ``"none"`` (every term,
@@ -148,7 +149,7 @@ class SamplerSettings:
     )
     centring: str = _setting(
         "auto",
-        "NUTS: items sampled in centred coordinates (auto: those whose data outweigh the prior).",
+        "NUTS: how centred the items' coordinates are (auto: as far as each item's data speak).",
         _NUTS,
         choices=CENTRINGS,
     )

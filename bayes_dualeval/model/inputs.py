@@ -55,7 +55,7 @@ class ModelInputs:
         holding arena prompts (the sources of the arena level term), ``n_static_items``
         the items with static labels, ``n_anchored`` the arena prompts whose ``b`` is
         anchored (marked by :attr:`b_anchored`), ``n_centred`` the entries of
-        :attr:`b_centred` and :attr:`log_a_centred` that are 1 (at 0 the model draws every
+        :attr:`b_centred` and :attr:`log_a_centred` that are not 0 (at 0 the model draws every
         item non-centred without reading them: SVI's and MAP's layout, and
         ``centred="none"``; whoever replaces ``centring`` sets both counts with it),
         ``n_domains`` the item domains that have
@@ -130,8 +130,8 @@ class ModelInputs:
         without; :mod:`bayes_dualeval.model.facets`).
     centring : jax.Array of float32, shape (3, Q)
         How each item's coordinates are laid out (:func:`centring`), read by name through
-        :attr:`b_centred`, :attr:`log_a_centred` and :attr:`b_anchored`: 1 where an item's
-        ``b`` (``log a``) is sampled in centred coordinates, 0 where non-centred
+        :attr:`b_centred`, :attr:`log_a_centred` and :attr:`b_anchored`: the weight in [0, 1]
+        by which an item's ``b`` (``log a``) is centred, 1 centred and 0 non-centred
         (hierarchical item prior); 1 where an arena prompt's ``b`` is anchored to its level
         (:mod:`bayes_dualeval.model.anchoring`). One array rather than three: XLA folds a
         separate all-zero array into the compiled program of parallel chains (where the
@@ -230,12 +230,12 @@ class ModelInputs:
 
     @property
     def b_centred(self) -> jax.Array:
-        """1 where an item's ``b`` is sampled in centred coordinates (row 0 of ``centring``)."""
+        """How centred each item's ``b`` is sampled, 0 to 1 (row 0 of ``centring``)."""
         return self.centring[0]
 
     @property
     def log_a_centred(self) -> jax.Array:
-        """1 where an item's ``log a`` is sampled centred (row 1 of ``centring``)."""
+        """How centred each item's ``log a`` is sampled, 0 to 1 (row 1 of ``centring``)."""
         return self.centring[1]
 
     @property
@@ -309,7 +309,7 @@ def build_inputs(
     pairs : Pairs, optional
         Distilled pairs; computed with the configuration's ratios when not given.
     centred : {"none", "auto", "all"}
-        Which items to sample in centred coordinates (:func:`centring`).
+        How centred to sample each item's coordinates (:func:`centring`).
     features : FeatureDesign, optional
         Item features (:func:`bayes_dualeval.data.features.design`), aligned to the items
         by id.

@@ -1,8 +1,8 @@
 """Cheap summaries of the data computed once before sampling.
 
 They shape the model's inputs, never its estimates directly: each arena prompt's mean
-reward and its standard error (the arena level term's data), and a pilot of each item's
-information that chooses centred or non-centred coordinates per item.
+reward and its standard error (the arena level term's data), and a pilot of what each
+item's data say about its ``b`` and ``log a``, which weighs how centred NUTS samples them.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ PILOT_SHARE_B = 0.6
 SPREAD_MIN_ITEMS = 100
 #: ... from at least this many models. With fewer, the pilot's proxy abilities (accuracy
 #: logits) make the estimate read high: 0.55-0.68 on 12 x 300 simulations whose spread
-#: is 0.3; at 18 models it read 0.38-0.40 (``scripts/studies/spread_check.py``).
+#: is 0.3; at 18 models it read 0.38-0.40 (``scripts/studies/centring_check.py``).
 SPREAD_MIN_MODELS = 20
 #: The values of ``log a`` (on the proxy abilities' scale) over which each item's
 #: likelihood is evaluated in :func:`log_a_weights`.
@@ -213,7 +213,7 @@ def _weight(ratio: np.ndarray) -> np.ndarray:
     return ratio / (1.0 + ratio)
 
 
-def log_a_weights(dataset: Dataset) -> np.ndarray:
+def log_a_weights(dataset: Dataset, *, spreads: bool = False):
     """Each item's centring weight for ``log a``: the share of its prior variance the data remove.
 
     On the pilot's proxy abilities (:func:`_proxy_abilities`), each item's likelihood of
@@ -236,16 +236,21 @@ def log_a_weights(dataset: Dataset) -> np.ndarray:
     Parameters
     ----------
     dataset : Dataset
+    spreads : bool
+        Also return each item's group spread ``s`` as used.
 
     Returns
     -------
-    numpy.ndarray, shape (Q,)
+    weights : numpy.ndarray, shape (Q,)
         0 for items without static responses.
+    spread : numpy.ndarray, shape (Q,)
+        Only with ``spreads``: ``s`` of each item's group (:data:`PRIOR_SD_LOG_A` for items
+        without static responses).
     """
     q = dataset.n_items
-    out = np.zeros(q)
+    out, spread = np.zeros(q), np.full(q, PRIOR_SD_LOG_A)
     if len(dataset.static_y) == 0:
-        return out
+        return (out, spread) if spreads else out
     model, item = dataset.static_model, dataset.static_item
     group = np.asarray(dataset.item_group)
     loglik = _log_a_likelihood(dataset, _proxy_abilities(dataset))  # (grid, Q)
@@ -261,7 +266,8 @@ def log_a_weights(dataset: Dataset) -> np.ndarray:
         mean = (post * grid).sum(axis=0)
         var = (post * (grid - mean) ** 2).sum(axis=0)
         out[items] = np.clip(1.0 - var / s**2, 0.0, 1.0)
-    return out
+        spread[items] = s
+    return (out, spread) if spreads else out
 
 
 def _log_a_likelihood(dataset: Dataset, theta: np.ndarray) -> np.ndarray:

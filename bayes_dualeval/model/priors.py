@@ -43,11 +43,12 @@ def item_parameters(
     ``(b - theta_mean) / rho`` and ``log a + log rho`` (the prior density transformed
     exactly), so stretching the scale moves the ability contrasts and the group
     hyperparameters only, all of them in NUTS's dense-mass block, and no item coordinate.
-    Each item is centred (``inputs.b_centred``, ``inputs.log_a_centred``, see
-    :func:`bayes_dualeval.model.inputs.centring`) when its responses pin it down, and
-    non-centred (``b_raw`` standard normal, scaled by ``sigma_b``) when the prior
-    dominates: with informative data, non-centred coordinates tie every ``b_raw`` to
-    ``sigma_b``, and with weak data centred ones make a funnel. (Coordinates relative to
+    Each item is centred by a weight in [0, 1] (``inputs.b_centred``,
+    ``inputs.log_a_centred``, see :func:`bayes_dualeval.model.pilot.centring` and
+    :func:`_draw`): as far as its responses pin it down, non-centred (``b_raw`` standard
+    normal, scaled by ``sigma_b``) where the prior dominates. With informative data,
+    non-centred coordinates tie every ``b_raw`` to ``sigma_b``, and with weak data centred
+    ones make a funnel. (Coordinates relative to
     the group location as well, ``(b - theta_mean - mu_b) / rho``, were tried: the arena
     level term then mixed far worse, E-BFMI 0.1.)
 

@@ -7,8 +7,9 @@ global sites, the step size, each dimension's labels (models, items, groups, jud
 the items' centring and the specification. :func:`prepare` reads it back for a fit of the
 same specification on data that may add models or items, and maps every site onto the new
 fit by site name and by label (:func:`bayes_dualeval.inference.warm.map_site`): a new model
-or item takes the site's mean metric entry and starts at the site's mean, and an item whose
-centring changed counts as new. A run that cannot be mapped is one
+or item takes the site's mean metric entry and starts at the site's mean; the run's items
+keep its centring weights (one whose anchoring changed counts as new). A run that cannot be
+mapped is one
 :class:`~bayes_dualeval.core.errors.InputError`.
 """
 
