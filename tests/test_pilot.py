@@ -39,7 +39,7 @@ def test_anchored_prompts_are_marked_under_the_level_term():
 
 def test_the_b_weight_is_the_share_of_prior_variance_the_pilot_information_removes():
     ds = _dataset(20, 80)
-    info_b, _ = pilot.item_information(ds, True)
+    info_b = pilot.b_information(ds, True)
     r = pilot.PILOT_SHARE_B * info_b * pilot.PRIOR_SD_B**2
     np.testing.assert_allclose(pilot.centring(ds, True)[0], r / (1 + r), rtol=1e-6)
 

@@ -10,7 +10,7 @@ items: gradients are arrays of shape (d, Q) and curvatures (d, d, Q), one block 
 * :func:`fisher_scoring`: damped Fisher scoring of each item's binary labels, a Bernoulli
   model in a linear predictor with two parameters per item and a Normal prior on each
   (NumPy). The pilot of the items' information
-  (:func:`bayes_dualeval.model.pilot.item_information`: ``eta = alpha + beta x``, a ridge
+  (:func:`bayes_dualeval.model.pilot.b_information`: ``eta = alpha + beta x``, a ridge
   logistic regression) and the answer-key audit
   (:func:`bayes_dualeval.checks.keys.item_mode`: ``eta = exp(u) (theta - b)``) call it.
 

@@ -69,27 +69,25 @@ def prompt_level(model, item, z, item_group, n_models: int, sweeps: int = 10):
     return zbar.astype(np.float32), se.astype(np.float32), level_group, len(groups)
 
 
-def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Rough Fisher information of each item's static responses about ``b`` and ``log a``.
+def b_information(dataset: Dataset, use_static: bool) -> np.ndarray:
+    """Rough Fisher information of each item's static responses about its ``b``.
 
     A cheap pilot, not an estimate anyone reads: abilities are proxied by the standardised
     logits of the models' smoothed accuracies, each item's 2PL is fitted to them by a few
     vectorised Newton steps of a ridge-penalised logistic regression (so separated items
     stay finite; :func:`~bayes_dualeval.model.item_solve.fisher_scoring` in the
     coordinates ``eta = alpha + beta theta``, which let a slope turn negative), and the
-    information is read off at that fit,
-    ``I_b = a^2 sum_i w_i`` and ``I_log_a = a^2 sum_i w_i (theta_i - b)^2`` with
-    ``w = p (1 - p)``.
+    information is read off at that fit, ``I_b = a^2 sum_i w_i`` with ``w = p (1 - p)``.
+    (``log a`` is weighed on a grid instead, :func:`log_a_weights`.)
 
     Returns
     -------
-    info_b, info_log_a : numpy.ndarray, shape (Q,)
+    numpy.ndarray, shape (Q,)
         Zero for items without static responses.
     """
     q = dataset.n_items
-    zeros = np.zeros(q)
     if not use_static or len(dataset.static_y) == 0:
-        return zeros, zeros.copy()
+        return np.zeros(q)
     model, item = dataset.static_model, dataset.static_item
     y, answers = dataset.static_share, dataset.static_n.astype(np.float64)
     x = _proxy_abilities(dataset)[model]
@@ -103,12 +101,8 @@ def item_information(dataset: Dataset, use_static: bool) -> tuple[np.ndarray, np
         predictor, y, item, q, ridge, iterations=12, n=answers
     )
     a = np.maximum(np.abs(beta), 0.05)
-    b = -alpha / a
     w = links.probability(predictor((alpha, beta))[0])
-    w = answers * w * (1.0 - w)
-    info_b = a**2 * np.bincount(item, weights=w, minlength=q)
-    info_log_a = a**2 * np.bincount(item, weights=w * (x - b[item]) ** 2, minlength=q)
-    return info_b, info_log_a
+    return a**2 * np.bincount(item, weights=answers * w * (1.0 - w), minlength=q)
 
 
 def _proxy_abilities(dataset: Dataset) -> np.ndarray:
@@ -125,7 +119,7 @@ def _proxy_abilities(dataset: Dataset) -> np.ndarray:
 #: :func:`centring` weighs an item's information against (``log a``'s unless its group's
 #: spread is estimated, :func:`log_a_weights`).
 PRIOR_SD_B, PRIOR_SD_LOG_A = 1.0, 0.3
-#: The share of :func:`item_information`'s ``I_b`` that the posterior shows: the pilot's
+#: The share of :func:`b_information`'s ``I_b`` that the posterior shows: the pilot's
 #: slopes are fitted to each item alone and come out steep, so its information reads high.
 #: Measured as the information implied by each item's posterior variance of ``b`` over the
 #: pilot's, medians 0.54-0.78 on the bundled example, ChemBench, the paper-scale
@@ -168,7 +162,7 @@ def centring(
         Whether static labels enter the model.
     how : {"auto", "none", "all"}
         ``auto``: for ``b``, ``w = r / (1 + r)`` with ``r`` the pilot's information
-        (:func:`item_information`, times :data:`PILOT_SHARE_B`) times :data:`PRIOR_SD_B`
+        (:func:`b_information`, times :data:`PILOT_SHARE_B`) times :data:`PRIOR_SD_B`
         squared; for ``log a``, ``w`` from each item's posterior variance on a grid
         (:func:`log_a_weights`). Arena prompts, whose pairs see only differences, are
         non-centred (0), unless the level term sees them (``arena_level``): then their
@@ -192,7 +186,7 @@ def centring(
         return np.r_[np.ones((2, q)), np.zeros((1, q))].astype(np.float32)
     if how != "auto":
         raise ConfigError(f"centring must be auto, none or all; got {how!r}")
-    info_b, _ = item_information(dataset, use_static)
+    info_b = b_information(dataset, use_static)
     arena = np.asarray(dataset.item_kind == "arena")
     anchored = arena if arena_level else np.zeros(q, bool)
     weights = np.stack(
@@ -276,7 +270,7 @@ def _log_a_likelihood(dataset: Dataset, theta: np.ndarray) -> np.ndarray:
     item, y = dataset.static_item, dataset.static_share
     n = dataset.static_n.astype(np.float64)
     x = theta[dataset.static_model]
-    prior_var = 9.0  # the intercept's Normal(0, 3), as in item_information's ridge
+    prior_var = 9.0  # the intercept's Normal(0, 3), as in b_information's ridge
     out = np.empty((len(LOG_A_GRID), q))
     alpha = np.zeros(q)
     for k, log_a in enumerate(LOG_A_GRID):  # 41 values, each vectorised over the cells

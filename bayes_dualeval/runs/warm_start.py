@@ -287,11 +287,9 @@ def _carried_centring(stored: dict, labels_old: dict, inputs: ModelInputs, label
     """
     old = np.asarray(stored["centring"], np.float32)
     new = np.array(inputs.centring, np.float32)
-    where = {label: i for i, label in enumerate(labels_old.get("item", []))}
-    for j, label in enumerate(labels_new.get("item", [])):
-        i = where.get(label)
-        if i is not None and i < old.shape[1] and old[2, i] == new[2, j]:
-            new[:2, j] = old[:2, i]
+    j, i = _matched_items(labels_old, labels_new, old.shape[1])
+    same = old[2, i] == new[2, j]
+    new[:2, j[same]] = old[:2, i[same]]
     return dataclasses.replace(
         inputs, centring=jnp.asarray(new), n_centred=int(np.count_nonzero(new[:2]))
     )
@@ -301,12 +299,22 @@ def _same_centring(stored: dict, labels_old: dict, inputs: ModelInputs, labels_n
     """Per new item: whether its centring is the run's (an item laid out otherwise is new)."""
     old = np.asarray(stored["centring"])
     new = np.asarray(inputs.centring)
-    where = {label: i for i, label in enumerate(labels_old.get("item", []))}
     keep = np.zeros(len(labels_new.get("item", [])), bool)
-    for j, label in enumerate(labels_new.get("item", [])):
-        i = where.get(label)
-        keep[j] = i is not None and i < old.shape[1] and np.array_equal(old[:, i], new[:, j])
+    j, i = _matched_items(labels_old, labels_new, old.shape[1])
+    keep[j] = np.all(old[:, i] == new[:, j], axis=0)
     return keep
+
+
+def _matched_items(labels_old: dict, labels_new: dict, n_old: int):
+    """Positions ``(j, i)`` of the items the new fit (``j``) shares with the run (``i``)."""
+    where = {label: i for i, label in enumerate(labels_old.get("item", []))}
+    pairs = [
+        (j, where[label])
+        for j, label in enumerate(labels_new.get("item", []))
+        if where.get(label, n_old) < n_old
+    ]
+    j, i = np.array(pairs, np.int64).reshape(-1, 2).T
+    return j, i
 
 
 def _dense(dense_new, dense_old, block_old, variances, var, var_bare, axes_of) -> np.ndarray:
