@@ -221,7 +221,9 @@ def test_a_continuation_in_chunks_draws_what_one_run_draws(monkeypatch):
     settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=1, seed=4, target_accept=TOP)
     real, chunks = nuts._one_round, []
     monkeypatch.setattr(
-        nuts, "_one_round", lambda *a: chunks.append(a[5] if len(a) > 5 else 1) or real(*a)
+        nuts,
+        "_one_round",
+        lambda *a, **kw: chunks.append(a[5] if len(a) > 5 else 1) or real(*a, **kw),
     )
     runs = {}
     for step in (10, 7):  # 20 draws: two chunks of 10; or, 20 not a multiple of 7, one run
@@ -248,6 +250,116 @@ def test_nuts_stops_extending_at_its_budget():
     assert draws.info["rounds"] == 1
 
 
+def test_a_first_round_in_stages_draws_what_one_run_draws(caplog, monkeypatch):
+    """From STAGED_TERMS terms on, round 1 runs warm-up apart and its draws in chunks, saying
+    how far it has got; the draws are exactly those of the round run in one piece."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="bayes_dualeval")
+    inputs, config = _tiny_inputs()
+    # the settings of the continuation test above: its 10-draw program is the chunks' one
+    settings = SamplerSettings(chains=1, warmup=50, draws=30, seed=4, target_accept=TOP)
+    monkeypatch.setattr(nuts, "CONTINUE_STEP", 10)
+    runs, lines = {}, {}
+    for staged in (True, False):
+        monkeypatch.setattr(nuts, "STAGED_TERMS", 0 if staged else 10**9)
+        assert nuts.staged_chunks(inputs, settings) == (3 if staged else 1)
+        caplog.clear()
+        runs[staged] = run_nuts(inputs, config, settings)
+        said = [r.getMessage() for r in caplog.records if r.name.startswith("bayes_dualeval")]
+        lines[staged] = [m for m in said if " still running " not in m]
+    assert runs[True].samples["theta"].shape[1] == 30 and runs[True].info["rounds"] == 1
+    for name, values in runs[True].samples.items():
+        np.testing.assert_array_equal(values, runs[False].samples[name], err_msg=name)
+    for name, values in runs[True].stats.items():
+        np.testing.assert_array_equal(values, runs[False].stats[name], err_msg=name)
+    assert lines[True][0].endswith("and 30 draws each (warm-up, then 3 runs of 10 draws)")
+    assert lines[True][1].startswith("warm-up finished (")
+    assert lines[True][2].startswith("round 1 finished")
+    assert lines[False][0].endswith("and 30 draws each")
+
+
+def test_the_progress_of_a_round_in_stages(monkeypatch):
+    """What the heartbeat reads while a staged round runs: warm-up done, then the draws
+    made and how long the rest should take."""
+    inputs, config = _tiny_inputs()
+    settings = SamplerSettings(chains=1, warmup=50, draws=30, seed=4, target_accept=TOP)
+    monkeypatch.setattr(nuts, "CONTINUE_STEP", 10)
+    monkeypatch.setattr(nuts, "STAGED_TERMS", 0)
+    seen = []
+    real_run = nuts.MCMC.run
+
+    def run(self, *args, **kwargs):
+        seen.append(dict(progress))  # what the heartbeat would read as this run starts
+        return real_run(self, *args, **kwargs)
+
+    progress: dict = {}
+    real_round = nuts._one_round
+    monkeypatch.setattr(nuts.MCMC, "run", run)
+    monkeypatch.setattr(nuts, "_one_round", lambda *a, **kw: real_round(*a[:6], progress, **kw))
+    run_nuts(inputs, config, settings)
+    said = [p.get("draws") for p in seen]
+    # warm-up (MCMC.warmup runs MCMC.run), then three chunks of ten draws
+    assert said[0] is None and said[1] == "warm-up done; 0 of 30 draws"
+    assert said[2].startswith("10 of 30 draws, about ") and said[2].endswith(" left")
+    assert said[3].startswith("20 of 30 draws, about ") and len(said) == 4
+    assert "draws" not in progress  # cleared when the round ends
+
+
+def test_ctrl_c_in_a_first_round_in_stages_keeps_the_chunks_drawn(monkeypatch):
+    """A first Ctrl-C after warm-up stops a staged first round at the end of the running
+    chunk, with its draws; during warm-up it abandons the round (nothing to keep)."""
+    import os
+    import signal
+
+    inputs, config = _tiny_inputs()
+    settings = SamplerSettings(
+        chains=1, warmup=50, draws=30, seed=4, target_accept=TOP, progress=False
+    )
+    monkeypatch.setattr(nuts, "CONTINUE_STEP", 10)
+    monkeypatch.setattr(nuts, "STAGED_TERMS", 0)
+    real_run = nuts.MCMC.run
+    for signalled_at, kept in ((2, 10), (1, None)):  # in the first chunk; during warm-up
+        calls = []
+
+        def run(self, *args, calls=calls, signalled_at=signalled_at, **kwargs):
+            calls.append(1)
+            if len(calls) == signalled_at:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this run goes on
+            return real_run(self, *args, **kwargs)
+
+        monkeypatch.setattr(nuts.MCMC, "run", run)
+        before = signal.getsignal(signal.SIGINT)
+        if kept is None:
+            with pytest.raises(KeyboardInterrupt):
+                run_nuts(inputs, config, settings)
+            assert len(calls) == 1  # warm-up ran; no chunk was started
+        else:
+            draws = run_nuts(inputs, config, settings)
+            assert len(calls) == 2 and draws.samples["theta"].shape[1] == kept
+            assert draws.info["interrupted_round"] == 1 and draws.info["rounds"] == 1
+            assert draws.info["interrupted_draws"] == [10, 30]
+            assert draws.adaptation is None  # not written for a cut run
+        assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_round_cut_short_is_said_with_what_it_kept():
+    from bayes_dualeval.runs.fit import _interrupted
+
+    conv = Convergence(converged=False, problems=("R-hat 1.05",))
+    info = {"interrupted_round": 1, "rounds": 1, "interrupted_draws": [250, 1000]}
+    said = _interrupted(conv, info).problems[0]
+    assert said.startswith("interrupted in round 1: the run holds 250 of that round's 1000 ")
+    info = {"interrupted_round": 3, "rounds": 3, "interrupted_draws": [50, 200]}
+    assert (
+        "50 of that round's 200 draws per chain and the draws of 2 earlier round(s)"
+        in (_interrupted(Convergence(converged=True), info).notes[0])
+    )
+    info = {"interrupted_round": 2, "rounds": 1}
+    said = _interrupted(Convergence(converged=False), info).problems[0]
+    assert said.startswith("interrupted in round 2: the run holds the draws of 1 finished round")
+
+
 def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
     """Ctrl-C in an extra round writes the finished rounds' draws, marked not converged."""
     from bayes_dualeval.inference import nuts
@@ -259,11 +371,11 @@ def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
         ds = Dataset.from_frames(static=static)
     real, calls = nuts._one_round, []
 
-    def interrupted_second(*args):
+    def interrupted_second(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(nuts, "_one_round", interrupted_second)
     # one chain always fails the check (no R-hat), so a second round is started; the data
@@ -288,11 +400,11 @@ def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):
     inputs, config = _tiny_inputs()
     real, calls = nuts._one_round, []
 
-    def signalled_second(*args):
+    def signalled_second(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the round runs
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(nuts, "_one_round", signalled_second)
     before = signal.getsignal(signal.SIGINT)
@@ -311,7 +423,7 @@ def test_an_interrupt_in_the_first_round_is_not_swallowed(monkeypatch):
 
     inputs, config = _tiny_inputs()
 
-    def interrupted(*args):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(nuts, "_one_round", interrupted)

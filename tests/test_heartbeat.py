@@ -6,7 +6,7 @@ import time
 import pytest
 
 from bayes_dualeval.inference import heartbeat as heartbeat_module
-from bayes_dualeval.inference.heartbeat import _duration, heartbeat
+from bayes_dualeval.inference.heartbeat import duration, heartbeat
 
 LOG = logging.getLogger("bayes_dualeval.test_heartbeat")
 
@@ -41,4 +41,4 @@ def test_a_short_block_says_nothing_and_an_exception_stops_the_lines(caplog, mon
     "seconds, text", [(45, "45 s"), (89.4, "89 s"), (180, "3 min"), (3900, "1 h 05 min")]
 )
 def test_durations_read_as_a_person_would_say_them(seconds, text):
-    assert _duration(seconds) == text
+    assert duration(seconds) == text

@@ -236,7 +236,7 @@ def fit(
     cut = result.diagnostics["sampler_info"].get("interrupted_round")
     if cut:
         click.secho(
-            f"interrupted in round {cut}: writing the draws of the rounds that finished "
+            f"interrupted in round {cut}: writing the draws made until then "
             "(press Ctrl-C again to abandon them)",
             err=True,
             fg="yellow",

@@ -6,8 +6,10 @@ JAX's persistent compilation cache (:mod:`bayes_dualeval.inference.nuts`). A fir
 data of HELM AIR-Bench's size takes twenty minutes or more on a CPU, and without a line in
 that time a run looks hung. :func:`heartbeat` logs how long the computation has been running,
 from a thread of its own, at growing intervals (:data:`FIRST`, then doubling up to
-:data:`LONGEST`), and stops when the block ends. It cannot say how far the computation has
-got: the program reports nothing until it returns.
+:data:`LONGEST`), and stops when the block ends. A compiled program reports nothing until it
+returns, so how far the computation has got is known only where it runs in pieces (a round
+in chunks of draws, :mod:`bayes_dualeval.inference.nuts`); the caller's ``progress`` then
+adds it to the line.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def heartbeat(
             elapsed += wait
             done_so_far = progress() if progress is not None else None
             tail = f"; {done_so_far}" if done_so_far else ""
-            logger.info("%s still running (%s so far%s)", what, _duration(elapsed), tail)
+            logger.info("%s still running (%s so far%s)", what, duration(elapsed), tail)
             wait = min(2.0 * wait, longest)
 
     thread = threading.Thread(target=beat, name=f"heartbeat: {what}", daemon=True)
@@ -73,8 +75,8 @@ def heartbeat(
         thread.join()
 
 
-def _duration(seconds: float) -> str:
-    """``"45 s"``, ``"3 min"`` or ``"1 h 05 min"``."""
+def duration(seconds: float) -> str:
+    """``"45 s"``, ``"3 min"`` or ``"1 h 05 min"``: a span of time as the lines say it."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)

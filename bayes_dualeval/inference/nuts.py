@@ -31,9 +31,10 @@ from bayes_dualeval.inference.chains import (
     release_programs,
 )
 from bayes_dualeval.inference.draws import Draws, timed, to_numpy
+from bayes_dualeval.inference.heartbeat import duration as _duration
 from bayes_dualeval.inference.heartbeat import heartbeat
 from bayes_dualeval.inference.layout import laid_out, layouts_read
-from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
+from bayes_dualeval.inference.metric import adapted_metric, n_terms, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
 from bayes_dualeval.inference.warm import WarmStart, adaptation
@@ -70,6 +71,14 @@ RETUNE_WARMUP = 200
 CONTINUE_STEP = 50
 #: ... and at least this share of a full round.
 CONTINUE_MIN_SHARE = 0.25
+#: Likelihood terms (:func:`~bayes_dualeval.inference.metric.n_terms`) from which the first
+#: round runs in stages: warm-up on its own, then the draws in chunks of
+#: :data:`CONTINUE_STEP` (the continuation rounds' program), so that a long round says how
+#: far it has got and when it should end, and Ctrl-C stops it at the end of a chunk with the
+#: draws made so far. On two CPU cores a round of 100,000 terms takes minutes (BigCodeBench,
+#: 174,420 terms: about two), of AlpacaEval's million an hour or more; each stage costs one
+#: program more to compile (seconds) and a dispatch per chunk.
+STAGED_TERMS = 100_000
 _NUTS_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
 
 
@@ -166,12 +175,20 @@ def run_nuts(
         ``draws.adaptation`` holds what the chains adapted, for a later warm start
         (:func:`~bayes_dualeval.inference.warm.adaptation`).
 
+        From :data:`STAGED_TERMS` likelihood terms on, the first round runs in stages
+        (:func:`staged_chunks`): warm-up on its own, then the draws in chunks of
+        :data:`CONTINUE_STEP`, with how many are drawn and when the round should end in
+        the heartbeat's lines. The draws are those of a round in one piece.
+
         Once a round has finished, Ctrl-C keeps what was drawn. A first Ctrl-C during an
-        extra round lets that round finish and stops there; a second one (or a
-        ``KeyboardInterrupt`` from elsewhere) abandons the running round and keeps the
-        rounds before it. The draws kept are returned with ``info["interrupted_round"]``,
-        the round during which the interrupt came; they did not pass ``until``, or were
-        not judged. An interrupt during the first round is raised as usual.
+        extra round, or during a first round run in stages once its warm-up has finished,
+        lets the running chunk (a round in one piece: the round) finish and stops there; a
+        second one (or a ``KeyboardInterrupt`` from elsewhere) abandons the running round
+        and keeps the rounds before it. The draws kept are returned with
+        ``info["interrupted_round"]``, the round during which the interrupt came, and for a
+        round cut short ``info["interrupted_draws"]``, its draws per chain kept and asked
+        for; they did not pass ``until``, or were not judged. Otherwise an interrupt during
+        the first round is raised as usual.
     warm : WarmStart, optional
         Start from a previous fit's metric, step size and posterior means, with the short
         warm-up it says (:mod:`bayes_dualeval.inference.warm`), instead of the curvature
@@ -185,6 +202,8 @@ def run_nuts(
     rounds, parts = 0, []
     current = settings
     large = worth_it(inputs)  # judged on the data as they are
+    chunks = staged_chunks(inputs, settings)  # the first round's runs of the driver
+    first = replace(settings, draws=CONTINUE_STEP) if chunks > 1 else settings
     inputs = padded(inputs)  # shapes in buckets: the same program for similar data
     inputs = laid_out(inputs, config)  # matrices where most of them are observed
     with timed(timings):
@@ -197,7 +216,7 @@ def run_nuts(
                 warm.warmup,
             )
             mcmc = make_mcmc(
-                inputs, config, replace(current, warmup=warmup), metric,
+                inputs, config, replace(first, warmup=warmup), metric,
                 adapt_metric=warm.adapt_metric, step_size=warm.step_size,
             )  # fmt: skip
         elif large:
@@ -206,21 +225,34 @@ def run_nuts(
             dense = global_sites(config, inputs)
             metric, init = pilot(inputs, config, dense, settings.seed, settings.chains)
         if warm is None:
-            mcmc = _first_driver(inputs, config, current, metric)
+            mcmc = _first_driver(inputs, config, first, metric)
         key, draws = jax.random.PRNGKey(settings.seed), None
-        chunks, progress = 1, {}  # runs of the driver per round; what a round has drawn
+        progress = {}  # what the running round has drawn
         logger.info(
-            "round 1: %d chain(s), %d warm-up iterations and %d draws each",
+            "round 1: %d chain(s), %d warm-up iterations and %d draws each%s",
             settings.chains, warmup, settings.draws,
+            f" (warm-up, then {chunks} runs of {CONTINUE_STEP} draws)" if chunks > 1 else "",
         )  # fmt: skip
         started = time.perf_counter()
         while True:
             try:
                 with (
-                    _finish_round_on_interrupt(rounds > 0) as asked,
+                    _finish_round_on_interrupt(rounds > 0 or chunks > 1) as asked,
                     heartbeat(logger, f"round {rounds + 1}", lambda: progress.get("draws")),
                 ):
-                    parts.append(_one_round(mcmc, key, inputs, config, init, chunks, progress))
+                    parts.append(
+                        _one_round(
+                            mcmc,
+                            key,
+                            inputs,
+                            config,
+                            init,
+                            chunks,
+                            progress,
+                            warm_up_apart=rounds == 0 and chunks > 1,
+                            stop=asked,
+                        )  # fmt: skip
+                    )
             except KeyboardInterrupt:
                 if not rounds:  # nothing finished: nothing to keep
                     raise
@@ -229,13 +261,21 @@ def run_nuts(
             init = None
             rounds += 1
             elapsed = time.perf_counter() - started
-            logger.info("round %d finished (%.0f s of sampling so far)", rounds, elapsed)
+            if "kept" in progress:
+                logger.info(
+                    "round %d stopped after %d of its %d draws per chain (%.0f s of sampling)",
+                    rounds, *progress["kept"], elapsed,
+                )  # fmt: skip
+            else:
+                logger.info("round %d finished (%.0f s of sampling so far)", rounds, elapsed)
             draws = _joined(parts, mcmc)
             draws.info.update(
                 max_tree_depth=current.max_tree_depth, target_accept=current.target_accept
             )
             if asked["stop"]:
                 draws.info["interrupted_round"] = rounds
+                if "kept" in progress:  # cut short: the chunks it had drawn
+                    draws.info["interrupted_draws"] = list(progress.pop("kept"))
                 break
             if until is None or rounds > settings.extend:
                 break
@@ -352,14 +392,15 @@ def _continued(mcmc: MCMC, draws: int) -> MCMC:
 
 @contextmanager
 def _finish_round_on_interrupt(active: bool):
-    """While ``active``, a first Ctrl-C asks for a stop once the running round has finished.
+    """While ``active``, a first Ctrl-C asks for a stop once the running chunk has finished.
 
     Yields a dict whose ``"stop"`` turns True on that first interrupt; the handler then
     gives SIGINT back to its previous handler, so a second Ctrl-C raises
-    ``KeyboardInterrupt`` as usual. Chains run in parallel on a CPU cannot be interrupted
-    mid-round anyway (Python sees the signal only when the round returns), so finishing the
-    round loses nothing there. Only the main thread can install a handler; elsewhere this
-    does nothing.
+    ``KeyboardInterrupt`` as usual. :func:`_one_round` reads it between the runs of its
+    driver: a round run in chunks stops after the running one, a round in one piece
+    finishes. Chains run in parallel on a CPU cannot be interrupted mid-run anyway (Python
+    sees the signal only when the run returns), so finishing it loses nothing there. Only
+    the main thread can install a handler; elsewhere this does nothing.
     """
     asked = {"stop": False}
     if not active or threading.current_thread() is not threading.main_thread():
@@ -386,38 +427,77 @@ def _one_round(
     init,
     chunks: int = 1,
     progress: dict | None = None,
+    *,
+    warm_up_apart: bool = False,
+    stop: dict | None = None,
 ) -> tuple:
     """Run one round of ``mcmc`` and return its ``(samples, extra_fields)`` as NumPy arrays.
 
-    With ``chunks`` > 1 (a round that continues the chains) the driver runs that many times
-    in turn, each run continuing the chains from where the one before stopped, and the
-    draws are joined: every continuation round, whatever its length, is then the same
-    compiled program, read from the compile cache once it has been compiled for these
-    shapes. ``progress`` (a dict) holds ``"draws"``: what the round has drawn so far, for
-    :func:`~bayes_dualeval.inference.heartbeat.heartbeat`.
+    With ``chunks`` > 1 the driver runs that many times in turn, each run continuing the
+    chains from where the one before stopped, and the draws are joined: every continuation
+    round, whatever its length, is then the same compiled program, read from the compile
+    cache once it has been compiled for these shapes. With ``warm_up_apart`` (a first round
+    run in stages, :func:`staged_chunks`) warm-up runs first on its own
+    (``MCMC.warmup``) and every chunk of draws continues from it. ``progress`` (a dict)
+    holds ``"draws"``: what the round has drawn so far and, from its pace, when it should
+    end, for :func:`~bayes_dualeval.inference.heartbeat.heartbeat`; a round that ``stop``
+    (:func:`_finish_round_on_interrupt`'s dict) cut short also leaves ``"kept"``, its
+    draws per chain and the round's. Once ``stop["stop"]`` is set, the round ends after
+    the running chunk, with the draws made so far, or, set during a warm-up run apart,
+    raises ``KeyboardInterrupt`` (nothing drawn to keep).
     """
     outputs = []
+    total = chunks * mcmc.num_samples
+    began = time.perf_counter()
     try:
+        if warm_up_apart:
+            mcmc.warmup(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
+            jax.block_until_ready(mcmc.post_warmup_state)
+            logger.info("warm-up finished (%s)", _duration(time.perf_counter() - began))
+            init, began = None, time.perf_counter()
+            if progress is not None:
+                progress["draws"] = f"warm-up done; 0 of {total} draws"
+            if stop is not None and stop["stop"]:  # Ctrl-C in warm-up: nothing to keep
+                raise KeyboardInterrupt
         for k in range(chunks):
+            if k and stop is not None and stop["stop"]:
+                if progress is not None:
+                    progress["kept"] = (k * mcmc.num_samples, total)
+                break
             if k:
                 mcmc.post_warmup_state = mcmc.last_state
-                key = mcmc.post_warmup_state.rng_key
+            if k or warm_up_apart:
+                key, init = mcmc.post_warmup_state.rng_key, None
             mcmc.run(key, inputs, config, extra_fields=_NUTS_FIELDS, init_params=init)
             samples = mcmc.get_samples(group_by_chain=True)
             extra = mcmc.get_extra_fields(group_by_chain=True)
             jax.block_until_ready((samples, extra))
             outputs.append((to_numpy(samples), to_numpy(extra)))
             if progress is not None and chunks > 1:
-                total = chunks * mcmc.num_samples
-                progress["draws"] = f"{(k + 1) * mcmc.num_samples} of {total} draws"
+                done = (k + 1) * mcmc.num_samples
+                left = (time.perf_counter() - began) / (k + 1) * (chunks - k - 1)
+                ending = f", about {_duration(left)} left" if k + 1 < chunks else ""
+                progress["draws"] = f"{done} of {total} draws{ending}"
     finally:
         if not drivers.is_shared(mcmc):
             release_programs(mcmc)  # NumPyro keeps drivers alive: their programs go now
         if progress is not None:
             progress.pop("draws", None)
-    if chunks == 1:
+    if len(outputs) == 1:
         return outputs[0]
     return _join([part[0] for part in outputs]), _join([part[1] for part in outputs])
+
+
+def staged_chunks(inputs: ModelInputs, settings: SamplerSettings) -> int:
+    """Runs of draws in a first round run in stages; 1 where it runs in one piece.
+
+    From :data:`STAGED_TERMS` likelihood terms on, where ``settings.draws`` is a multiple of
+    :data:`CONTINUE_STEP` (of at least two): warm-up apart, then the draws in chunks of
+    :data:`CONTINUE_STEP` (:func:`_one_round`).
+    """
+    if n_terms(inputs) < STAGED_TERMS or settings.draws % CONTINUE_STEP:
+        return 1
+    return max(1, settings.draws // CONTINUE_STEP)
 
 
 def _joined(parts: list, mcmc: MCMC) -> Draws:

@@ -326,10 +326,18 @@ def _interrupted(conv: Convergence, info: dict) -> Convergence:
     """``conv``, saying that the user stopped the sampler after ``info["rounds"]`` rounds.
 
     The draws kept are judged like any others: if they pass the check, the interrupt is
-    a note; if not, it heads the problems, since more rounds might have fixed them.
+    a note; if not, it heads the problems, since more rounds might have fixed them. A round
+    cut short (``info["interrupted_draws"]``: its draws per chain kept and asked for) is
+    said with what it kept.
     """
-    said = f"interrupted in round {info['interrupted_round']}: the run holds the draws of "
-    said += f"{info['rounds']} finished round(s)"
+    said = f"interrupted in round {info['interrupted_round']}: the run holds "
+    if "interrupted_draws" in info:
+        kept, asked = info["interrupted_draws"]
+        earlier = info["rounds"] - 1
+        said += f"{kept} of that round's {asked} draws per chain"
+        said += f" and the draws of {earlier} earlier round(s)" if earlier else ""
+    else:
+        said += f"the draws of {info['rounds']} finished round(s)"
     if conv.converged:
         return replace(conv, notes=(*conv.notes, said))
     problem = f"{said}; more rounds might have converged"
