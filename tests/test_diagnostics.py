@@ -9,12 +9,9 @@ import numpy as np
 import pytest
 
 from bayes_dualeval.data.dataset import Dataset
-from bayes_dualeval.inference import nuts
-from bayes_dualeval.inference.nuts import (
-    DIVERGENCE_TARGET_ACCEPTS,
-    continuation_draws,
-    run_nuts,
-)
+from bayes_dualeval.inference import nuts, nuts_round
+from bayes_dualeval.inference.nuts import DIVERGENCE_TARGET_ACCEPTS, run_nuts
+from bayes_dualeval.inference.nuts_round import continuation_draws
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import build_inputs
@@ -219,15 +216,15 @@ def test_a_continuation_in_chunks_draws_what_one_run_draws(monkeypatch):
     last one stopped at, so the draws are exactly those of one run of the whole length."""
     inputs, config = _tiny_inputs()
     settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=1, seed=4, target_accept=TOP)
-    real, chunks = nuts._one_round, []
+    real, chunks = nuts_round.one_round, []
     monkeypatch.setattr(
-        nuts,
-        "_one_round",
+        nuts_round,
+        "one_round",
         lambda *a, **kw: chunks.append(a[5] if len(a) > 5 else 1) or real(*a, **kw),
     )
     runs = {}
     for step in (10, 7):  # 20 draws: two chunks of 10; or, 20 not a multiple of 7, one run
-        monkeypatch.setattr(nuts, "CONTINUE_STEP", step)
+        monkeypatch.setattr(nuts_round, "CONTINUE_STEP", step)
         draws = run_nuts(inputs, config, settings, until=lambda d: False)
         assert draws.info["rounds"] == 2 and draws.samples["theta"].shape[1] == 40
         runs[step] = draws
@@ -259,11 +256,11 @@ def test_a_first_round_in_stages_draws_what_one_run_draws(caplog, monkeypatch):
     inputs, config = _tiny_inputs()
     # the settings of the continuation test above: its 10-draw program is the chunks' one
     settings = SamplerSettings(chains=1, warmup=50, draws=30, seed=4, target_accept=TOP)
-    monkeypatch.setattr(nuts, "CONTINUE_STEP", 10)
+    monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 10)
     runs, lines = {}, {}
     for staged in (True, False):
-        monkeypatch.setattr(nuts, "STAGED_TERMS", 0 if staged else 10**9)
-        assert nuts.staged_chunks(inputs, settings) == (3 if staged else 1)
+        monkeypatch.setattr(nuts_round, "STAGED_TERMS", 0 if staged else 10**9)
+        assert nuts_round.staged_chunks(inputs, settings) == (3 if staged else 1)
         caplog.clear()
         runs[staged] = run_nuts(inputs, config, settings)
         said = [r.getMessage() for r in caplog.records if r.name.startswith("bayes_dualeval")]
@@ -284,8 +281,8 @@ def test_the_progress_of_a_round_in_stages(monkeypatch):
     made and how long the rest should take."""
     inputs, config = _tiny_inputs()
     settings = SamplerSettings(chains=1, warmup=50, draws=30, seed=4, target_accept=TOP)
-    monkeypatch.setattr(nuts, "CONTINUE_STEP", 10)
-    monkeypatch.setattr(nuts, "STAGED_TERMS", 0)
+    monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 10)
+    monkeypatch.setattr(nuts_round, "STAGED_TERMS", 0)
     seen = []
     real_run = nuts.MCMC.run
 
@@ -294,9 +291,11 @@ def test_the_progress_of_a_round_in_stages(monkeypatch):
         return real_run(self, *args, **kwargs)
 
     progress: dict = {}
-    real_round = nuts._one_round
+    real_round = nuts_round.one_round
     monkeypatch.setattr(nuts.MCMC, "run", run)
-    monkeypatch.setattr(nuts, "_one_round", lambda *a, **kw: real_round(*a[:6], progress, **kw))
+    monkeypatch.setattr(
+        nuts_round, "one_round", lambda *a, **kw: real_round(*a[:6], progress, **kw)
+    )
     run_nuts(inputs, config, settings)
     said = [p.get("draws") for p in seen]
     # warm-up (MCMC.warmup runs MCMC.run), then three chunks of ten draws
@@ -316,8 +315,8 @@ def test_ctrl_c_in_a_first_round_in_stages_keeps_the_chunks_drawn(monkeypatch):
     settings = SamplerSettings(
         chains=1, warmup=50, draws=30, seed=4, target_accept=TOP, progress=False
     )
-    monkeypatch.setattr(nuts, "CONTINUE_STEP", 10)
-    monkeypatch.setattr(nuts, "STAGED_TERMS", 0)
+    monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 10)
+    monkeypatch.setattr(nuts_round, "STAGED_TERMS", 0)
     real_run = nuts.MCMC.run
     for signalled_at, kept in ((2, 10), (1, None)):  # in the first chunk; during warm-up
         calls = []
@@ -362,14 +361,13 @@ def test_a_round_cut_short_is_said_with_what_it_kept():
 
 def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
     """Ctrl-C in an extra round writes the finished rounds' draws, marked not converged."""
-    from bayes_dualeval.inference import nuts
     from bayes_dualeval.runs.fit import fit
 
     static, _, _ = simulate(5, 12, 0, seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds = Dataset.from_frames(static=static)
-    real, calls = nuts._one_round, []
+    real, calls = nuts_round.one_round, []
 
     def interrupted_second(*args, **kwargs):
         calls.append(1)
@@ -377,7 +375,7 @@ def test_an_interrupt_keeps_the_rounds_that_finished(monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nuts, "_one_round", interrupted_second)
+    monkeypatch.setattr(nuts_round, "one_round", interrupted_second)
     # one chain always fails the check (no R-hat), so a second round is started; the data
     # and the first round's shape are those of _tiny_inputs and the tests above (one compile)
     settings = SamplerSettings(
@@ -395,10 +393,8 @@ def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):
     import os
     import signal
 
-    from bayes_dualeval.inference import nuts
-
     inputs, config = _tiny_inputs()
-    real, calls = nuts._one_round, []
+    real, calls = nuts_round.one_round, []
 
     def signalled_second(*args, **kwargs):
         calls.append(1)
@@ -406,7 +402,7 @@ def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the round runs
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nuts, "_one_round", signalled_second)
+    monkeypatch.setattr(nuts_round, "one_round", signalled_second)
     before = signal.getsignal(signal.SIGINT)
     settings = SamplerSettings(
         chains=1, warmup=50, draws=20, extend=3, seed=2, target_accept=TOP, progress=False
@@ -419,14 +415,13 @@ def test_a_first_interrupt_in_an_extra_round_lets_it_finish(monkeypatch):
 
 
 def test_an_interrupt_in_the_first_round_is_not_swallowed(monkeypatch):
-    from bayes_dualeval.inference import nuts
 
     inputs, config = _tiny_inputs()
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(nuts, "_one_round", interrupted)
+    monkeypatch.setattr(nuts_round, "one_round", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_nuts(inputs, config, SamplerSettings(chains=1, warmup=10, draws=5, progress=False))
 
@@ -494,7 +489,7 @@ def test_continuation_draws_rounds_and_bounds_the_estimate():
 
 def test_a_near_miss_continues_for_the_draws_it_needs(monkeypatch):
     inputs, config = _tiny_inputs()
-    monkeypatch.setattr(nuts, "CONTINUE_STEP", 1)
+    monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 1)
     settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=2, seed=1, target_accept=TOP)
     calls = []
 

@@ -131,7 +131,7 @@ def data_as_argument(chain_fn):
     driver = chain_fn.func.__self__  # the MCMC driver
     kernel = driver.sampler
     # what the traced program depends on besides its arguments' shapes: the same driver
-    # run again for as many draws (the chunks of a continuation round, nuts.py) reuses the
+    # run again for as many draws (the chunks of a round, nuts_round.py) reuses the
     # program already traced instead of tracing the sampler anew for every run, until
     # release_programs(driver)
     key = (config, tuple(sorted(bound.items())), tuple(sorted(driver._collection_params.items())))
@@ -160,6 +160,6 @@ def release_programs(driver) -> None:
 
     NumPyro's own caches keep every driver alive for the life of the process, so programs
     kept on one would never be freed: the caller releases them once the driver's runs are
-    over (:func:`bayes_dualeval.inference.nuts._one_round`, after each round).
+    over (:func:`bayes_dualeval.inference.nuts_round.one_round`, after each round).
     """
     vars(driver).pop(_PROGRAMS, None)

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     from metric_oracle import _unconstrained
 
     from bayes_dualeval import load
-    from bayes_dualeval.inference import nuts
+    from bayes_dualeval.inference import nuts, nuts_round
     from bayes_dualeval.inference.buckets import padded
     from bayes_dualeval.inference.metric import start_metric
     from bayes_dualeval.inference.settings import SamplerSettings
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         mcmc = nuts.make_mcmc(
             inputs, config, settings, start_metric(inputs, config, dense, settings.seed)
         )
-        samples, stats = nuts._one_round(
+        samples, stats = nuts_round.one_round(
             mcmc, jax.random.PRNGKey(settings.seed), inputs, config, None
         )
         steps = np.asarray(stats["num_steps"], np.float64)

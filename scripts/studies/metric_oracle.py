@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     from numpyro.infer import MCMC
 
     from bayes_dualeval import load
-    from bayes_dualeval.inference import nuts
+    from bayes_dualeval.inference import nuts, nuts_round
     from bayes_dualeval.inference.buckets import padded
     from bayes_dualeval.inference.chains import CompiledInitNUTS, data_as_argument
     from bayes_dualeval.inference.metric import start_metric
@@ -76,7 +76,8 @@ def main(argv=None) -> int:
     mcmc = nuts.make_mcmc(
         inputs, config, settings, start_metric(inputs, config, dense, settings.seed)
     )
-    samples, stats = nuts._one_round(mcmc, jax.random.PRNGKey(settings.seed), inputs, config, None)
+    key = jax.random.PRNGKey(settings.seed)
+    samples, stats = nuts_round.one_round(mcmc, key, inputs, config, None)
     base = float(stats["num_steps"].mean())
     state = mcmc.last_state
     print(f"data: {args.data} ({inputs.n_models} models, {inputs.n_items} items)")
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
             run = MCMC(kernel, num_warmup=150, num_samples=settings.draws,
                        num_chains=CHAINS, chain_method=data_as_argument,
                        progress_bar=False, jit_model_args=True)  # fmt: skip
-        drawn, more = nuts._one_round(run, jax.random.PRNGKey(1), inputs, config, state.z)
+        drawn, more = nuts_round.one_round(run, jax.random.PRNGKey(1), inputs, config, state.z)
         steps = float(more["num_steps"].mean())
         latent = _unconstrained(drawn, inputs, config)
         _line(label, steps, base, run.last_state, time.perf_counter() - start, latent)
