@@ -254,33 +254,34 @@ def test_a_first_round_in_stages_draws_what_one_run_draws(caplog, monkeypatch):
 
     caplog.set_level(logging.INFO, logger="bayes_dualeval")
     inputs, config = _tiny_inputs()
-    # the settings of the continuation test above: its 10-draw program is the chunks' one
-    settings = SamplerSettings(chains=1, warmup=50, draws=30, seed=4, target_accept=TOP)
+    # the settings of the continuation test above: its programs (warm-up and 20 draws in one
+    # piece; 10-draw chunks) are the ones compared here
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, seed=4, target_accept=TOP)
     monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 10)
     runs, lines = {}, {}
     for staged in (True, False):
         monkeypatch.setattr(nuts_round, "STAGED_TERMS", 0 if staged else 10**9)
-        assert nuts_round.staged_chunks(inputs, settings) == (3 if staged else 1)
+        assert nuts_round.staged_chunks(inputs, settings) == (2 if staged else 1)
         caplog.clear()
         runs[staged] = run_nuts(inputs, config, settings)
         said = [r.getMessage() for r in caplog.records if r.name.startswith("bayes_dualeval")]
         lines[staged] = [m for m in said if " still running " not in m]
-    assert runs[True].samples["theta"].shape[1] == 30 and runs[True].info["rounds"] == 1
+    assert runs[True].samples["theta"].shape[1] == 20 and runs[True].info["rounds"] == 1
     for name, values in runs[True].samples.items():
         np.testing.assert_array_equal(values, runs[False].samples[name], err_msg=name)
     for name, values in runs[True].stats.items():
         np.testing.assert_array_equal(values, runs[False].stats[name], err_msg=name)
-    assert lines[True][0].endswith("and 30 draws each (warm-up, then 3 runs of 10 draws)")
+    assert lines[True][0].endswith("and 20 draws each (warm-up, then 2 runs of 10 draws)")
     assert lines[True][1].startswith("warm-up finished (")
     assert lines[True][2].startswith("round 1 finished")
-    assert lines[False][0].endswith("and 30 draws each")
+    assert lines[False][0].endswith("and 20 draws each")
 
 
 def test_the_progress_of_a_round_in_stages(monkeypatch):
     """What the heartbeat reads while a staged round runs: warm-up done, then the draws
     made and how long the rest should take."""
     inputs, config = _tiny_inputs()
-    settings = SamplerSettings(chains=1, warmup=50, draws=30, seed=4, target_accept=TOP)
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, seed=4, target_accept=TOP)
     monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 10)
     monkeypatch.setattr(nuts_round, "STAGED_TERMS", 0)
     seen = []
@@ -298,10 +299,10 @@ def test_the_progress_of_a_round_in_stages(monkeypatch):
     )
     run_nuts(inputs, config, settings)
     said = [p.get("draws") for p in seen]
-    # warm-up (MCMC.warmup runs MCMC.run), then three chunks of ten draws
-    assert said[0] is None and said[1] == "warm-up done; 0 of 30 draws"
-    assert said[2].startswith("10 of 30 draws, about ") and said[2].endswith(" left")
-    assert said[3].startswith("20 of 30 draws, about ") and len(said) == 4
+    # warm-up (MCMC.warmup runs MCMC.run), then two chunks of ten draws
+    assert said[0] is None and said[1] == "warm-up done; 0 of 20 draws"
+    assert said[2].startswith("10 of 20 draws, about ") and said[2].endswith(" left")
+    assert len(said) == 3
     assert "draws" not in progress  # cleared when the round ends
 
 
@@ -313,7 +314,7 @@ def test_ctrl_c_in_a_first_round_in_stages_keeps_the_chunks_drawn(monkeypatch):
 
     inputs, config = _tiny_inputs()
     settings = SamplerSettings(
-        chains=1, warmup=50, draws=30, seed=4, target_accept=TOP, progress=False
+        chains=1, warmup=50, draws=20, seed=4, target_accept=TOP, progress=False
     )
     monkeypatch.setattr(nuts_round, "CONTINUE_STEP", 10)
     monkeypatch.setattr(nuts_round, "STAGED_TERMS", 0)
@@ -337,7 +338,7 @@ def test_ctrl_c_in_a_first_round_in_stages_keeps_the_chunks_drawn(monkeypatch):
             draws = run_nuts(inputs, config, settings)
             assert len(calls) == 2 and draws.samples["theta"].shape[1] == kept
             assert draws.info["interrupted_round"] == 1 and draws.info["rounds"] == 1
-            assert draws.info["interrupted_draws"] == [10, 30]
+            assert draws.info["interrupted_draws"] == [10, 20]
             assert draws.adaptation is None  # not written for a cut run
         assert signal.getsignal(signal.SIGINT) is before
 
