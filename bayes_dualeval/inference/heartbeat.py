@@ -8,7 +8,7 @@ that time a run looks hung. :func:`heartbeat` logs how long the computation has 
 from a thread of its own, at growing intervals (:data:`FIRST`, then doubling up to
 :data:`LONGEST`), and stops when the block ends. A compiled program reports nothing until it
 returns, so how far the computation has got is known only where it runs in pieces (a round
-in chunks of draws, :mod:`bayes_dualeval.inference.nuts`); the caller's ``progress`` then
+in chunks of draws, :mod:`bayes_dualeval.inference.nuts_round`); the caller's ``progress`` then
 adds it to the line.
 """
 

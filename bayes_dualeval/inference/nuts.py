@@ -159,8 +159,8 @@ def run_nuts(
         From :data:`~.nuts_round.STAGED_TERMS` likelihood terms on, the first round runs
         in stages (:func:`~.nuts_round.staged_chunks`): warm-up on its own, then the draws
         in chunks of :data:`~.nuts_round.CONTINUE_STEP`, with how many are drawn and when
-        the round should end in
-        the heartbeat's lines. The draws are those of a round in one piece.
+        the round should end in the heartbeat's lines. The draws are those of a round in
+        one piece.
 
         Once a round has finished, Ctrl-C keeps what was drawn. A first Ctrl-C during an
         extra round, or during a first round run in stages once its warm-up has finished,
@@ -233,7 +233,7 @@ def run_nuts(
                             progress,
                             warm_up_apart=rounds == 0 and chunks > 1,
                             stop=asked,
-                        )  # fmt: skip
+                        )
                     )
             except KeyboardInterrupt:
                 if not rounds:  # nothing finished: nothing to keep
@@ -299,10 +299,7 @@ def run_nuts(
                 "round %d: the convergence check has not passed; %d more draws per chain",
                 rounds + 1, more,
             )  # fmt: skip
-            # in chunks of one length: one compiled program for every continuation
-            chunks = (
-                more // nuts_round.CONTINUE_STEP if more % nuts_round.CONTINUE_STEP == 0 else 1
-            )
+            chunks = nuts_round.chunks(more)  # one compiled program for every continuation
             mcmc = nuts_round.continued(mcmc, more // chunks)
             key = mcmc.post_warmup_state.rng_key
     draws.timings = timings

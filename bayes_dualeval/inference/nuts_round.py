@@ -194,13 +194,19 @@ def one_round(
 def staged_chunks(inputs: ModelInputs, settings: SamplerSettings) -> int:
     """Runs of draws in a first round run in stages; 1 where it runs in one piece.
 
-    From :data:`STAGED_TERMS` likelihood terms on, where ``settings.draws`` is a multiple of
-    :data:`CONTINUE_STEP` (of at least two): warm-up apart, then the draws in chunks of
-    :data:`CONTINUE_STEP` (:func:`one_round`).
+    From :data:`STAGED_TERMS` likelihood terms on, the round's draws in :func:`chunks`
+    (warm-up apart, :func:`one_round`); below, one piece.
     """
-    if n_terms(inputs) < STAGED_TERMS or settings.draws % CONTINUE_STEP:
-        return 1
-    return max(1, settings.draws // CONTINUE_STEP)
+    return chunks(settings.draws) if n_terms(inputs) >= STAGED_TERMS else 1
+
+
+def chunks(draws: int) -> int:
+    """Runs of :data:`CONTINUE_STEP` draws that make ``draws``; 1 where it is no multiple.
+
+    Every round run in chunks (a continuation, a first round in stages) runs them as one
+    compiled program of that length, whatever the round's.
+    """
+    return draws // CONTINUE_STEP if draws % CONTINUE_STEP == 0 and draws else 1
 
 
 def joined(parts: list, mcmc: MCMC) -> Draws:
