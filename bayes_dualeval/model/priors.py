@@ -151,7 +151,7 @@ def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, spread, relative, 
     """
     theta, gamma, level_c, facets = anchor
     marked = (inputs.b_anchored > 0) & (inputs.prompt_n > 0)
-    slope = jnp.ones(inputs.n_items) if a is None else a
+    slope = jnp.ones(inputs.n_items) if a is None else anchoring.anchor_slope(a)
     b_star, w = anchoring.level_difficulty(theta, slope, gamma, level_c, inputs, facets)
     s = anchoring.anchored_scale(slope, w, gamma, scale, inputs, facets)
     centred = jnp.where(marked, 0.0, inputs.b_centred)
