@@ -66,8 +66,9 @@ from bayes_dualeval.model.inputs import ModelInputs
 #: Most iterations of the safeguarded Newton solve for the level-implied difficulty
 #: (vectorised over prompts; a bisection of the bracket takes about 20 of them to 1e-5) ...
 NEWTON_STEPS = 40
-#: ... which stop once no prompt's last step moved its difficulty by more than this (the
-#: convergence is quadratic: the error left is then of the order of this squared).
+#: ... which stop once no prompt's last step moved its difficulty by more than this, or
+#: its bracket is narrower than twice this (the convergence is quadratic: the error left
+#: is then of the order of this squared, or float32's rounding of ``pbar``).
 NEWTON_TOL = 1e-5
 #: Largest Newton step, in units of ``1 / a_q`` (keeps the solve stable where it saturates).
 MAX_STEP = 2.0
@@ -193,9 +194,14 @@ def _newton(theta, a, target, inputs: ModelInputs):
         above = pbar > target  # the root lies above b
         low, high = jnp.where(above, b, low), jnp.where(above, high, b)
         move = jnp.clip((pbar - target) / (a * jnp.maximum(w, 1e-6)), -MAX_STEP / a, MAX_STEP / a)
-        inside = (b + move > low) & (b + move < high)
+        # closed: at the root a step too small to change b in float32 lands on the end
+        # the last step set, and must not send the solve off to the bracket's middle
+        inside = (b + move >= low) & (b + move <= high)
         new = jnp.where(inside, b + move, 0.5 * (low + high))
-        return new, low, high, jnp.max(jnp.where(used, jnp.abs(new - b), 0.0)), k + 1
+        # a prompt whose bracket is that narrow is solved: float32 rounding of pbar can
+        # make Newton hop between the bracket's ends by just over the tolerance
+        going = used & (high - low > 2.0 * NEWTON_TOL)
+        return new, low, high, jnp.max(jnp.where(going, jnp.abs(new - b), 0.0)), k + 1
 
     def going(carry):
         moved, k = carry[3:]
