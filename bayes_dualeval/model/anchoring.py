@@ -29,13 +29,13 @@ The anchor reads a capped discrimination, ``a'_q = anchor_slope(a_q)``
 (:func:`anchor_slope`; within 1% of ``a_q`` up to 1.75 and 1.5% at 2, and never above
 :data:`ANCHOR_SLOPE`), in ``pbar_q``, ``w_q`` and ``s_q`` alike. Any deterministic function
 of the other parameters keeps the change of variables exact; the cap only keeps the
-anchor smooth. At ``a_q`` of 15-30,
-which HELM AIR-Bench's arena posterior reaches (65 models x 433 prompts, its rewards 0,
-0.5 or 1), ``pbar_q(b)`` is a staircase of the models' steps: ``b*_q`` and ``s_q`` jumped
-as ``gamma`` and ``c_s`` moved it across a step, and NUTS's step size fell to 0.0002-0.002
-with every transition at the tree depth cap. On a quarter of its prompts (109) with 300
-warm-up iterations and 300 draws, the uncapped anchor ended with 28 divergences, R-hat 1.14
-and 33% of transitions at the cap; the capped one with none, R-hat 1.06 and 7%.
+anchor smooth. At ``a_q`` of 15-30, which HELM AIR-Bench's arena posterior reaches (65
+models x 433 prompts, its rewards 0, 0.5 or 1), ``pbar_q(b)`` is a staircase of the
+models' steps: ``b*_q`` and ``s_q`` jumped as ``gamma`` and ``c_s`` moved it across a step.
+On a quarter of its prompts (109) with 300 warm-up iterations and 300 draws, the uncapped
+anchor (its solve bracketed, :func:`_newton`) ended with 28 divergences, R-hat 1.14 and
+33% of transitions at the tree depth cap; the capped one with none, R-hat 1.06 and 7%
+(docs/validation.md, code K).
 
 With several judges (or style covariates; :mod:`bayes_dualeval.model.facets`) a prompt
 has a level per judge (a *unit*), each nearly linear in ``pbar_q``:
@@ -200,8 +200,8 @@ def _newton(theta, a, target, inputs: ModelInputs):
         new = jnp.where(inside, b + move, 0.5 * (low + high))
         # a prompt whose bracket is that narrow is solved: float32 rounding of pbar can
         # make Newton hop between the bracket's ends by just over the tolerance
-        going = used & (high - low > 2.0 * NEWTON_TOL)
-        return new, low, high, jnp.max(jnp.where(going, jnp.abs(new - b), 0.0)), k + 1
+        unsolved = used & (high - low > 2.0 * NEWTON_TOL)
+        return new, low, high, jnp.max(jnp.where(unsolved, jnp.abs(new - b), 0.0)), k + 1
 
     def going(carry):
         moved, k = carry[3:]
