@@ -229,12 +229,13 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(case, request)
 
 
 def test_the_anchor_reads_a_smoothly_capped_slope():
-    """Within 1% of ``a`` up to 1.75 and 1.5% up to 2 (AlpacaEval's posterior means reach
-    1.97, paper scale's 1.04), rising throughout, and never above ANCHOR_SLOPE."""
+    """Within 1% of ``a`` up to 3.5 and 1.5% up to 4 (AlpacaEval's posterior means reach
+    1.97, the bundled example's steepest arena prompts 3 at their 99.9th percentile), rising
+    throughout, and never above ANCHOR_SLOPE."""
     a = np.linspace(0.05, 200.0, 4001)
     capped = anchoring.anchor_slope(a)  # float64: the function reads NumPy too
-    np.testing.assert_allclose(capped[a <= 1.75], a[a <= 1.75], rtol=0.01)
-    np.testing.assert_allclose(capped[a <= 2.0], a[a <= 2.0], rtol=0.016)  # 1.504% at 2
+    np.testing.assert_allclose(capped[a <= 3.5], a[a <= 3.5], rtol=0.01)
+    np.testing.assert_allclose(capped[a <= 4.0], a[a <= 4.0], rtol=0.016)  # 1.504% at 4
     assert np.all(np.diff(capped) > 0)
     assert capped.max() < anchoring.ANCHOR_SLOPE
     assert capped[-1] > 0.99 * anchoring.ANCHOR_SLOPE
