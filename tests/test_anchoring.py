@@ -186,6 +186,9 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(case, request)
         anchored, centring=rows, n_anchored=0, n_centred=int(rows[:2].sum())
     )
 
+    anchored_groups = np.unique(np.asarray(anchored.item_group)[np.asarray(arena)]).size
+    assert anchored_groups == 1
+
     # compiled: run eagerly, every primitive would be a program of its own (seconds)
     @jax.jit
     def start(key, anchored):
@@ -202,7 +205,10 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(case, request)
         g = anchored.item_group
         sigma_b = values["sigma_b"][g]
         raw = (values["b"] - values["theta_mean"] - values["mu_b"][g]) / sigma_b
-        z_plain = {**z, "b_raw": jnp.where(arena, raw, z["b_raw"])}
+        # the level block's anchored units (level_u, mu_b_raw) back to the plain sites
+        plain_sites = {plain_name: values[plain_name] for plain_name in anchoring.LEVEL_SITES}
+        z_plain = {k: v for k, v in z.items() if k not in anchoring.LEVEL_SITES.values()}
+        z_plain = {**z_plain, **plain_sites, "b_raw": jnp.where(arena, raw, z["b_raw"])}
         back = constrain_fn(
             dualeval_model, (plain, config), {}, z_plain, return_deterministic=True
         )
@@ -215,6 +221,9 @@ def test_anchored_density_is_the_plain_density_times_the_jacobian(case, request)
             slope, w, values["gamma"], sigma_b, anchored, facets, values["level_c"]
         )
         log_jacobian = jnp.sum(jnp.where(arena, jnp.log(s) - jnp.log(sigma_b), 0.0))
+        # level_c = k level_u per source and mu_b = k mu_b_raw per anchored group
+        n_units = values["level_c"].shape[0] + anchored_groups
+        log_jacobian += n_units * jnp.log(anchoring.level_unit(values["gamma"]))
         u_anchored = potential_energy(dualeval_model, args, {}, z)
         u_plain = potential_energy(dualeval_model, (plain, config), {}, z_plain)
         return back["b"], values["b"], log_jacobian, u_anchored, u_plain

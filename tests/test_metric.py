@@ -44,7 +44,8 @@ def test_diagonal_matches_the_full_hessian(setup):
     config, inputs = setup
     key = jax.random.PRNGKey(3)
     start = metric.start_point(inputs, config, key)
-    assert inputs.n_anchored > 0 and "log_a_raw" in start and "level_c" in start
+    # anchored: the level sampled in units of gamma (model/anchoring.py, LEVEL_SITES)
+    assert inputs.n_anchored > 0 and "log_a_raw" in start and "level_u" in start
     flat, unravel = ravel_pytree(start)
 
     def potential(x):

@@ -8,7 +8,8 @@ with two exceptions:
   under the independent prior) start at their prior median. A uniform start puts floors
   and ceilings alike near 0.5, so on some item the ceiling can fall below the floor,
   where the likelihood is undefined;
-* with the arena level term, ``gamma`` and ``level_c`` start where every prompt's mean
+* with the arena level term, ``gamma`` and ``level_c`` (or ``level_u``, its anchored
+  coordinate) start where every prompt's mean
   reward is attainable (:func:`level_start`): a prompt's mean ``c_s + gamma (pbar_q -
   1/2)`` can only lie between ``c_s - gamma / 2`` and ``c_s + gamma / 2``, and a start far
   outside puts every anchored difficulty at the edge of the scale
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 from numpyro.distributions import constraints
 from numpyro.infer import init_to_median, init_to_uniform
 
+from bayes_dualeval.model import anchoring
 from bayes_dualeval.model.arena_term import reward_score
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
@@ -74,6 +76,8 @@ def init_strategy(config: ModelConfig, inputs: ModelInputs | None = None):
     if inputs is not None and inputs.has_arena and uses_level(inputs, config):
         gamma, level_c = level_start(inputs)
         values = {"gamma": gamma, "level_c": level_c}
+        if inputs.n_anchored:  # the level is sampled in units of gamma (level_parameters)
+            values = {"gamma": gamma, "level_u": level_c / anchoring.level_unit(gamma)}
     if not bounded and not values:
         return init_to_uniform(radius=RADIUS)
     return partial(_site_start, values=values, bounded=bounded, radius=RADIUS)

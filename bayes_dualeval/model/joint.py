@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-from bayes_dualeval.model import links
+from bayes_dualeval.model import anchoring, links
 from bayes_dualeval.model.ability_priors import (
     abilities,
     dimension_abilities,
@@ -69,7 +69,9 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
     under the hierarchical prior); ``c``, ``d`` (3PL/4PL, from ``c_raw``, ``d_raw`` on
     plate ``static_item`` and levels ``mu_c``, ``mu_d``); group-level ``mu_b``,
     ``sigma_b``, ``mu_log_a``, ``sigma_log_a`` (plate ``group``); ``gamma``, ``level_c``
-    (plate ``arena_source``) and, for the reward likelihood, ``sigma``; with several
+    (plate ``arena_source``) and, for the reward likelihood, ``sigma``; with anchored
+    prompts ``level_c`` and ``mu_b`` are deterministic, from ``level_u`` and ``mu_b_raw``
+    (:data:`bayes_dualeval.model.anchoring.LEVEL_SITES`); with several
     judges or style covariates the facets' sites
     (:data:`bayes_dualeval.model.facets.SITES`). Static labels are
     the observed site ``static_y`` (plate ``static_cell``, scaled by ``lambda_static``);
@@ -96,7 +98,7 @@ def dualeval_model(inputs: ModelInputs, config: ModelConfig):
         if inputs.has_arena:
             # before the items: anchored arena difficulties are drawn around their level
             gamma = numpyro.sample("gamma", dist.LogNormal(config.gamma_loc, config.gamma_scale))
-            level = level_parameters(inputs, config)
+            level = level_parameters(inputs, config, gamma)
             # judges, their family biases and style (several judges, or style covariates)
             facets = facet_parameters(inputs, gamma, severity=level is not None)
             if level is not None:
@@ -151,9 +153,10 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
         # (bulk ESS 11 of 1,200 draws), while on the diagonal they mix as the items do
         names.append("tau_domain")
     term = DualEvalModel(config).arena
+    located = anchoring.level_sites(inputs)  # mu_b and level_c, or their anchored units
     if term.has_items:
         if config.item_prior == "hierarchical":
-            names += ["mu_b", "sigma_b"]
+            names += [located["mu_b"], "sigma_b"]
             link = links.get(config.irt)
             if link.slope:
                 names += ["mu_log_a", "sigma_log_a"]
@@ -165,7 +168,7 @@ def global_sites(config: ModelConfig, inputs: ModelInputs) -> tuple[str, ...]:
             if term.kind == "reward":
                 names.append("sigma")
             if uses_level(inputs, config):
-                names.append("level_c")
+                names.append(located["level_c"])
                 if inputs.n_judges > 1:
                     # the judges' severities and level slopes (with the discriminations
                     # too: 62 leapfrog steps per draw against 31 on the judge study's

@@ -84,6 +84,7 @@ _ABILITY_AND_ITEM_SITES = (
     _p("d_raw", ("static_item",), "raw"),
     _p("c_static", ("static_item",), "raw"),
     _p("d_static", ("static_item",), "raw"),
+    _p("mu_b_raw", ("group",), "raw"),
     _p("mu_b", ("group",), "hyper"),
     _p("sigma_b", ("group",), "hyper"),
     _p("mu_log_a", ("group",), "hyper"),
@@ -99,6 +100,7 @@ _ABILITY_AND_ITEM_SITES = (
     # the arena term
     _p("gamma", (), "arena", read=True),
     _p("sigma", (), "arena", read=True),
+    _p("level_u", ("arena_source",), "raw"),
     _p("level_c", ("arena_source",), "arena", read=True),
     # the graders of static labels (bayes_dualeval.model.graders)
     _p("grader_severity_raw", ("grader_contrast",), "raw"),

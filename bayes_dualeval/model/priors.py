@@ -74,7 +74,7 @@ def item_parameters(
         shift_b = feature_shift(inputs, "b", config.feature_scale)
         shift_la = feature_shift(inputs, "log_a", config.feature_loga_scale) if two_pl else 0.0
         with numpyro.plate("group", inputs.n_groups):
-            mu_b = numpyro.sample("mu_b", dist.Normal(0.0, config.b_loc_scale))
+            mu_b = _group_location(inputs, config, anchor)
             sigma_b = numpyro.sample("sigma_b", dist.HalfNormal(config.b_scale_scale))
             if two_pl:
                 mu_la = numpyro.sample("mu_log_a", dist.Normal(0.0, config.loga_loc_scale))
@@ -175,6 +175,23 @@ def _anchored(inputs: ModelInputs, a, theta_mean, loc, scale, spread, relative, 
     return jnp.where(marked, anchored, raw_or_plain)
 
 
+def _group_location(inputs: ModelInputs, config: ModelConfig, anchor):
+    """The groups' ``mu_b``: sampled as it is, or in the anchored level's units.
+
+    With anchored prompts, an anchored group's location is held as ``mu_b_raw = mu_b /
+    k`` (``k`` = :func:`~bayes_dualeval.model.anchoring.level_unit` of ``gamma``, 1 for the
+    other groups), its prior transformed exactly: ``mu_b_raw ~ Normal(0, b_loc_scale /
+    k)``. The arena difficulties' common location follows the level intercept, whose
+    spread grows with ``gamma`` (:func:`level_parameters`).
+    """
+    if anchor is None or not inputs.n_anchored:
+        return numpyro.sample("mu_b", dist.Normal(0.0, config.b_loc_scale))
+    anchored = jax.ops.segment_max(inputs.b_anchored, inputs.item_group, inputs.n_groups)
+    k = jnp.where(anchored > 0, anchoring.level_unit(anchor[1]), 1.0)
+    raw = numpyro.sample("mu_b_raw", dist.Normal(0.0, config.b_loc_scale / k))
+    return numpyro.deterministic("mu_b", k * raw)
+
+
 def _layout(inputs: ModelInputs, mask):
     """``mask`` (a row of ``inputs.centring``), or 0.0 when no item is centred.
 
@@ -261,12 +278,23 @@ def uses_level(inputs: ModelInputs, config: ModelConfig) -> bool:
     return DualEvalModel(config).uses_level(inputs)
 
 
-def level_parameters(inputs: ModelInputs, config: ModelConfig):
+def level_parameters(inputs: ModelInputs, config: ModelConfig, gamma=None):
     """Sample the arena level term's intercept ``level_c`` per arena source.
+
+    ``level_c ~ Normal(0, level_loc_scale)``. With anchored prompts
+    (``inputs.n_anchored``, NUTS's layout) the site is ``level_u = level_c / k`` instead,
+    ``k`` = :func:`~bayes_dualeval.model.anchoring.level_unit` of ``gamma``, with the
+    prior transformed exactly (``level_u ~ Normal(0, level_loc_scale / k)``), and
+    ``level_c`` is deterministic: the same model in coordinates whose spread does not grow
+    with ``gamma`` (:mod:`bayes_dualeval.model.anchoring`, "The level's coordinates").
 
     Returns an array of shape (``n_level_groups``,), or None without the term.
     """
     if not uses_level(inputs, config):
         return None
     with numpyro.plate("arena_source", inputs.n_level_groups):
-        return numpyro.sample("level_c", dist.Normal(0.0, config.level_loc_scale))
+        if not inputs.n_anchored:
+            return numpyro.sample("level_c", dist.Normal(0.0, config.level_loc_scale))
+        k = anchoring.level_unit(gamma)
+        u = numpyro.sample("level_u", dist.Normal(0.0, config.level_loc_scale / k))
+        return numpyro.deterministic("level_c", k * u)
