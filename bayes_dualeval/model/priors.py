@@ -285,7 +285,7 @@ def level_parameters(inputs: ModelInputs, config: ModelConfig, gamma=None):
     (``inputs.n_anchored``, NUTS's layout) the site is ``level_u = level_c / k`` instead,
     ``k`` = :func:`~bayes_dualeval.model.anchoring.level_unit` of ``gamma``, with the
     prior transformed exactly (``level_u ~ Normal(0, level_loc_scale / k)``), and
-    ``level_c`` is deterministic: the same model in coordinates whose spread does not grow
+    ``level_c`` is deterministic: the same model in coordinates whose spread grows less
     with ``gamma`` (:mod:`bayes_dualeval.model.anchoring`, "The level's coordinates").
 
     Returns an array of shape (``n_level_groups``,), or None without the term.
