@@ -238,6 +238,18 @@ def test_runs_that_cannot_warm_start_are_one_line(data, base_run, tmp_path):
     with pytest.raises(InputError, match="another specification") as err:
         fit(less, config, SETTINGS, warm_start=other)
     assert "\n" not in str(err.value)
+    # a run of the plain level sites, as versions before the level in units of gamma wrote
+    older = tmp_path / "older"
+    shutil.copytree(base_run[0], older)
+    with np.load(older / warm_start.ADAPTATION_FILE) as npz:
+        arrays = dict(npz)
+    assert "mean/level_u" in arrays  # the premise: this fit samples the anchored unit
+    for part in ("mean", "var", "dims"):
+        arrays[f"{part}/level_c"] = arrays.pop(f"{part}/level_u")
+    np.savez(older / warm_start.ADAPTATION_FILE, **arrays)
+    with pytest.raises(InputError, match="not in the run: level_u") as err:
+        fit(less, config, SETTINGS, warm_start=older)
+    assert "only in the run: level_c" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_command_line_says_a_bad_run_in_one_line(base_run, tmp_path):

@@ -228,7 +228,8 @@ def prepare(
         )
         raise InputError(
             f"warm start: {stored['run']} has other parameters than this fit ({said}): "
-            "a warm start needs the same specification and kinds of data"
+            "a warm start needs the same specification and kinds of data, fitted by a "
+            "version that samples the same coordinates"
         )
     labels_old = {k: v.tolist() for k, v in _sites(stored, "coord").items()}
     labels_new = {
