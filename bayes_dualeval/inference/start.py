@@ -75,9 +75,9 @@ def init_strategy(config: ModelConfig, inputs: ModelInputs | None = None):
     values = {}
     if inputs is not None and inputs.has_arena and uses_level(inputs, config):
         gamma, level_c = level_start(inputs)
-        values = {"gamma": gamma, "level_c": level_c}
-        if inputs.n_anchored:  # the level is sampled in units of gamma (level_parameters)
-            values = {"gamma": gamma, "level_u": level_c / anchoring.level_unit(gamma)}
+        site = anchoring.level_sites(inputs)["level_c"]  # level_u: in units of gamma
+        unit = 1.0 if site == "level_c" else anchoring.level_unit(gamma)
+        values = {"gamma": gamma, site: level_c / unit}
     if not bounded and not values:
         return init_to_uniform(radius=RADIUS)
     return partial(_site_start, values=values, bounded=bounded, radius=RADIUS)

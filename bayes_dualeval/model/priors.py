@@ -184,11 +184,12 @@ def _group_location(inputs: ModelInputs, config: ModelConfig, anchor):
     k)``. The arena difficulties' common location follows the level intercept, whose
     spread grows with ``gamma`` (:func:`level_parameters`).
     """
-    if anchor is None or not inputs.n_anchored:
+    site = anchoring.level_sites(inputs)["mu_b"]
+    if anchor is None or site == "mu_b":
         return numpyro.sample("mu_b", dist.Normal(0.0, config.b_loc_scale))
     anchored = jax.ops.segment_max(inputs.b_anchored, inputs.item_group, inputs.n_groups)
     k = jnp.where(anchored > 0, anchoring.level_unit(anchor[1]), 1.0)
-    raw = numpyro.sample("mu_b_raw", dist.Normal(0.0, config.b_loc_scale / k))
+    raw = numpyro.sample(site, dist.Normal(0.0, config.b_loc_scale / k))
     return numpyro.deterministic("mu_b", k * raw)
 
 
@@ -292,9 +293,10 @@ def level_parameters(inputs: ModelInputs, config: ModelConfig, gamma=None):
     """
     if not uses_level(inputs, config):
         return None
+    site = anchoring.level_sites(inputs)["level_c"]
     with numpyro.plate("arena_source", inputs.n_level_groups):
-        if not inputs.n_anchored:
+        if site == "level_c":
             return numpyro.sample("level_c", dist.Normal(0.0, config.level_loc_scale))
         k = anchoring.level_unit(gamma)
-        u = numpyro.sample("level_u", dist.Normal(0.0, config.level_loc_scale / k))
+        u = numpyro.sample(site, dist.Normal(0.0, config.level_loc_scale / k))
         return numpyro.deterministic("level_c", k * u)
