@@ -7,6 +7,18 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The suite is compile-bound on a clean clone (CI), and XLA's CPU fusion emitters (jaxlib
+# 0.10's default) compile slowly: the bundled model's potential and gradient compiles in
+# 1.3 s without them against 2.0 s with them, and the cold suite ran 751 s against 906 s
+# (2026-12-07, docs/performance.md), every test passing either way. So the tests compile
+# without them where that flag is known to exist (XLA aborts on a flag it does not know);
+# the command line keeps XLA's defaults. Setting XLA_FLAGS yourself (even to nothing) runs
+# the suite with yours instead.
+if "XLA_FLAGS" not in os.environ:
+    from importlib.metadata import version
+
+    if version("jaxlib").startswith("0.10."):
+        os.environ["XLA_FLAGS"] = "--xla_cpu_use_fusion_emitters=false"
 # Chains run in parallel over host devices, as the command line runs them
 # (inference/device.py): vectorised chains compile and run several times slower.
 import numpyro  # noqa: E402

@@ -42,6 +42,7 @@ def inverted():
     return _fit(frame), bad
 
 
+@pytest.mark.study
 def test_an_easy_benchmark_is_saturated_and_a_matched_one_is_not():
     """Easy: info at the top < 1/4 of the matched one's, ceiling share > 0.5."""
     frame, _ = planted.two_benchmarks(30, 150, seed=22)
@@ -92,6 +93,7 @@ def test_below_chance_is_a_binomial_test_and_bad_levels_are_one_error(inverted):
             below_chance(run, chance)
 
 
+@pytest.mark.study
 def test_items_with_a_guessing_floor_misfit_more_than_clean_items():
     """10 of 200 questions with a floor of 0.4 under a 2PL fit rank above the clean ones.
 
@@ -117,6 +119,7 @@ def test_items_with_a_guessing_floor_misfit_more_than_clean_items():
     assert items["infit_lo"].isna().all()  # MAP: no intervals
 
 
+@pytest.mark.study
 def test_a_planted_testlet_is_one_cluster_and_independent_data_have_none():
     frame, testlet = planted.dependent_cluster(100, 150, seed=24, effect=2.0)
     result = _fit(frame)

@@ -132,6 +132,7 @@ def test_expected_accuracy_leaves_the_block_out():
         assert row["observed"] == pytest.approx(y[block].mean(), rel=1e-9)
 
 
+@pytest.mark.study
 def test_planted_leak_ranks_first_in_a_multi_draw_fit():
     """Half of one model's failures on one benchmark turned into successes."""
     static, _, _ = _static(20, 3, 100, seed=8)
@@ -154,6 +155,7 @@ def test_planted_leak_ranks_first_in_a_multi_draw_fit():
     assert (table["q_value"].iloc[1:] < 0.05).sum() == 0
 
 
+@pytest.mark.study
 def test_arena_block_with_planted_rewards_ranks_first():
     """DualEval's protocol on one model and one arena source: +2.0 on 70% of its z-scores.
 

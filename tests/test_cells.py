@@ -127,6 +127,7 @@ def reward_run():
     return clean, ds, planted, anomalies(result.idata, result.dataset)
 
 
+@pytest.mark.study
 def test_fitted_null_p_values_are_uniform_or_conservative(reward_run):
     """Static cells (null data) and the clean arena cells of a MAP fit.
 
@@ -146,6 +147,7 @@ def test_fitted_null_p_values_are_uniform_or_conservative(reward_run):
     assert (static_p <= 0.2).mean() < 0.1  # one-sided and discrete: conservative
 
 
+@pytest.mark.study
 def test_arena_p_values_hold_per_source_when_reward_models_differ_in_noise():
     """Two arena sources, one with extra reward noise (N(0, 2) added before normalising).
 
@@ -171,6 +173,7 @@ def test_arena_p_values_hold_per_source_when_reward_models_differ_in_noise():
         assert abs((p <= 0.05).mean() - 0.05) <= tol, (name, (p <= 0.05).mean())
 
 
+@pytest.mark.study
 def test_arena_plants_are_found(reward_run):
     """DualEval's protocol: +2.0 on the z-score of 3% of the lowest-third cells.
 

@@ -602,6 +602,7 @@ def test_nuts_replicates_average_the_predictions(nuts):
 
 
 # ----------------------------------------------------------------------------- contamination
+@pytest.mark.study
 def test_contamination_ranks_injected_cells_first():
     """3% of predicted failures (true p < 0.2) flipped to successes, short NUTS fit.
 

@@ -78,6 +78,7 @@ def twopl_runs(tmp_path_factory):
     return _fits(tmp_path_factory.mktemp("twopl"), {"log_a_sd": 0.8}, ("1pl", "2pl"))
 
 
+@pytest.mark.study
 def test_compare_picks_2pl_on_2pl_data(twopl_runs):
     table = compare_runs(twopl_runs)
     assert list(table.columns) == COLUMNS
@@ -120,6 +121,7 @@ def test_crossed_dse_counts_correlation_within_models_and_items():
     )
 
 
+@pytest.mark.study
 def test_compare_finds_no_gain_from_2pl_on_1pl_data(tmp_path):
     """On 1PL data the hierarchical 2PL shrinks its slopes towards one and nests the 1PL,
     so the two predict alike: the order of the two is noise (elpd differences of 0.01

@@ -161,6 +161,7 @@ def _nuts(data, out, *extra):
     return result.output
 
 
+@pytest.mark.study
 def test_the_specialist_leads_its_domain_only(specialist_run):
     out, truth, spec = specialist_run
     board = pd.read_csv(out / "leaderboard_by_domain.csv")
@@ -228,6 +229,7 @@ def test_one_ability_runs_have_no_domain_section(tmp_path):
     assert "abilities='domain'" in section
 
 
+@pytest.mark.study
 def test_compare_prefers_domain_abilities_on_a_panel_with_a_specialist(specialist_run):
     """PSIS-LOO over the same static labels: the specialist's domain is what one ability misses."""
     out, _, _ = specialist_run

@@ -171,6 +171,7 @@ def held_out_b_correlation(result, cells, truth):
     return np.corrcoef(b, true)[0, 1]
 
 
+@pytest.mark.study
 def test_items_known_only_by_features_are_predicted_and_permuting_them_loses_it(sim):
     static, arena, truth = sim
     features = check_features(truth["features"])

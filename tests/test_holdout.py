@@ -120,6 +120,7 @@ def test_holdout_scores_the_cells_left_out(specialist_data, tmp_path):
     assert data["static_labels"] + held["static"]["cells"] == 10 * 240
 
 
+@pytest.mark.study
 def test_domain_abilities_predict_held_out_cells_better_when_models_differ_by_domain(
     specialist_data, tmp_path
 ):

@@ -173,6 +173,7 @@ def judged_run(tmp_path_factory):
     return runs, truth
 
 
+@pytest.mark.study
 def test_style_control_orders_models_like_the_truth(judged_run):
     runs, truth = judged_run
     rho = {}
@@ -189,6 +190,7 @@ def test_style_control_orders_models_like_the_truth(judged_run):
     assert not (runs["plain"] / "style.csv").exists()
 
 
+@pytest.mark.study
 def test_judges_tables_find_the_self_preference(judged_run):
     runs, truth = judged_run
     out = runs["style"]

@@ -47,6 +47,7 @@ def wide_static(n_models=10, n_items=3000, seed=0):
     return ds, np.array([truth[m] for m in ds.models])
 
 
+@pytest.mark.study
 def test_map_keeps_the_spread_on_a_wide_static_matrix():
     # The joint mode of the old MAP squeezed these abilities to half their spread, tied
     # neighbours and sent discriminations into the thousands while claiming convergence.

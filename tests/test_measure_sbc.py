@@ -64,6 +64,7 @@ def _row(result, quantity, level=0.9):
     return c[(c["quantity"] == quantity) & (c["nominal"] == level)].iloc[0]
 
 
+@pytest.mark.study
 def test_the_weighted_mixture_is_calibrated_and_a_wider_generator_is_not(bank):
     own = measure_sbc(bank, sims=800, seed=1, held_out=False)
     weighted = own.summary.set_index("quantity").loc["theta_weighted"]

@@ -53,6 +53,7 @@ def joint_fit():
     return ds, truth, fit(ds, settings=settings)
 
 
+@pytest.mark.study
 def test_joint_nuts_recovers_abilities(joint_fit):
     ds, truth, result = joint_fit
     theta = _posterior(result, "theta_centred")
@@ -72,6 +73,7 @@ def test_joint_nuts_recovers_abilities(joint_fit):
     assert (table[["ess_bulk", "ess_tail"]] >= LIMITS.ess_min).all(axis=None), table
 
 
+@pytest.mark.study
 def test_joint_nuts_recovers_arena_difficulties(joint_fit):
     """With the level term, arena prompts get difficulties that follow the truth."""
     ds, truth, result = joint_fit
@@ -84,6 +86,7 @@ def test_joint_nuts_recovers_arena_difficulties(joint_fit):
     assert est.std() > 0.5 * true_b.std()  # not collapsed to one value
 
 
+@pytest.mark.study
 def test_joint_nuts_recovers_static_difficulties(joint_fit):
     ds, truth, result = joint_fit
     idx = np.flatnonzero(ds.item_kind == "static")
@@ -111,6 +114,7 @@ def test_same_seed_gives_identical_draws():
     assert not np.array_equal(a, c.idata.posterior["theta"].values)
 
 
+@pytest.mark.study
 @pytest.mark.parametrize("sampler", ["svi", "map"])
 def test_svi_and_map_order_models_like_the_truth(sampler):
     ds, truth = _dataset(8, 150, 40, seed=5)
@@ -130,6 +134,7 @@ def test_svi_and_map_order_models_like_the_truth(sampler):
 # -- classic calibration: many examinees, few items, against marginal maximum likelihood --
 
 
+@pytest.mark.study
 def test_independent_prior_matches_marginal_maximum_likelihood():
     rng = np.random.default_rng(2024)
     y, ds = calibration_data(rng)

@@ -104,6 +104,7 @@ def test_perturbation_and_mode_are_checked():
     assert result.output.count("Error:") == 1 and "--mode static" in result.output
 
 
+@pytest.mark.study
 def test_small_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator(tmp_path):
     """The decision the check exists for, at a size the default suite affords."""
     with shared_drivers():  # the two studies share one compiled sampler too
@@ -195,6 +196,7 @@ def test_rewards_and_their_level_are_one_gaussian_density():
     assert abs(ratio.mean() - 1.0) < 0.15, ratio.mean()
 
 
+@pytest.mark.study
 def test_small_reward_sbc_passes_on_the_model_and_fails_on_a_perturbed_generator():
     """The reward likelihood as dualeval-reward ships it, with the level term (arena only,
     8 models x 10 prompts), the same decision as the static one: at most one quantity

@@ -83,6 +83,7 @@ def test_batched_log_density_is_unbiased_for_cells_and_pairs():
     assert float(exact) == pytest.approx(float(full), rel=1e-6)
 
 
+@pytest.mark.study
 def test_minibatch_svi_reaches_the_full_batch_means():
     ds, truth = _dataset(n_models=10, n_static=200, n_arena=40, seed=11)
     base = dict(sampler="svi", draws=400, seed=3)
