@@ -172,39 +172,54 @@ def sandwich(model, point: Mapping, inputs) -> SandwichWeight:
         model.config.replace(lambda_bb=0.0, arena_level="none", arena_weight="fixed")
     )
     point = {k: jnp.asarray(v) for k, v in point.items()}
-    theta0, b0 = point["theta"], point["b"]
+    theta0 = point["theta"]
     has_a = "a" in model.item_sites and "a" in point
-    la0 = jnp.log(point["a"]) if has_a else jnp.zeros_like(b0)
     has_gamma = "gamma" in point and np.size(point["gamma"]) == 1
     basis = jnp.asarray(contrast_basis(np.asarray(theta0)), theta0.dtype)
     d = basis.shape[1]
     p = d + int(has_gamma)
 
-    def per_prompt(g, b, la):
-        draws = {**point, "theta": theta0 + basis @ g[:d], "b": b}
-        if has_a:
-            draws["a"] = jnp.exp(la)
-        if has_gamma:
-            draws["gamma"] = point["gamma"] * jnp.exp(g[d])
-        return pairs_only.arena_loglik(draws, inputs)
+    def derivatives(point, basis, inputs):
+        # every derivative in one compiled program: run eagerly, each of them compiled
+        # every primitive of the pairs likelihood on its own (hundreds of small programs)
+        theta0, b0 = point["theta"], point["b"]
+        la0 = jnp.log(point["a"]) if has_a else jnp.zeros_like(b0)
 
-    def total(g, b, la):
-        return per_prompt(g, b, la).sum()
+        def per_prompt(g, b, la):
+            draws = {**point, "theta": theta0 + basis @ g[:d], "b": b}
+            if has_a:
+                draws["a"] = jnp.exp(la)
+            if has_gamma:
+                draws["gamma"] = point["gamma"] * jnp.exp(g[d])
+            return pairs_only.arena_loglik(draws, inputs)
 
-    g0 = jnp.zeros(p, theta0.dtype)
-    args = (g0, b0, la0)
-    scores = np.asarray(jax.jacfwd(per_prompt)(*args), np.float64)  # (Q, p)
-    h_gg = -np.asarray(jax.hessian(total)(*args), np.float64)
-    grad_items = jax.grad(total, argnums=(1, 2))
-    u_b, u_a = (np.asarray(x, np.float64) for x in grad_items(*args))
-    # the item Hessian is block diagonal (a prompt's b and a enter its own terms only):
-    # products with vectors of ones read each prompt's block
-    ones = jnp.ones_like(b0)
-    _, (hbb, hab) = jax.jvp(lambda b: grad_items(g0, b, la0), (b0,), (ones,))
-    _, (_, haa) = jax.jvp(lambda la: grad_items(g0, b0, la), (la0,), (ones,))
-    cross_b, cross_a = (
-        -np.asarray(x, np.float64) for x in jax.jacfwd(lambda g: grad_items(g, b0, la0))(g0)
-    )  # (Q, p) each: -d2 l / d item d g
+        def total(g, b, la):
+            return per_prompt(g, b, la).sum()
+
+        g0 = jnp.zeros(p, theta0.dtype)
+        args = (g0, b0, la0)
+        grad_items = jax.grad(total, argnums=(1, 2))
+        # the item Hessian is block diagonal (a prompt's b and a enter its own terms
+        # only): products with vectors of ones read each prompt's block
+        ones = jnp.ones_like(b0)
+        _, (hbb, hab) = jax.jvp(lambda b: grad_items(g0, b, la0), (b0,), (ones,))
+        _, (_, haa) = jax.jvp(lambda la: grad_items(g0, b0, la), (la0,), (ones,))
+        return {
+            "scores": jax.jacfwd(per_prompt)(*args),  # (Q, p)
+            "h_gg": -jax.hessian(total)(*args),
+            "u": grad_items(*args),
+            "hbb": hbb,
+            "hab": hab,
+            "haa": haa,
+            "cross": jax.jacfwd(lambda g: grad_items(g, b0, la0))(g0),  # d2 l / d item d g
+        }
+
+    got = jax.jit(derivatives)(point, basis, inputs)
+    got = jax.tree.map(lambda x: np.asarray(x, np.float64), got)
+    scores, h_gg, (u_b, u_a), (hbb, hab, haa) = (
+        got["scores"], got["h_gg"], got["u"], (got["hbb"], got["hab"], got["haa"])
+    )  # fmt: skip
+    cross_b, cross_a = (-x for x in got["cross"])  # (Q, p) each: -d2 l / d item d g
     used = np.asarray(inputs.prompt_n) > 0
     k = 2 if has_a else 1
     block = np.zeros((len(used), k, k))
