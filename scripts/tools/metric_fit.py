@@ -6,10 +6,10 @@ For a metric that fits, the generalised eigenvalues of (the draws' covariance, t
 dense block) are all near 1, and so is each diagonal site's posterior variance over its
 metric entry. This prints both, per run, in the unconstrained coordinates NUTS samples.
 
-The draws are stored constrained. Each site's transform (identity, log or logit) is the one
-that maps its draws to within half a posterior standard deviation of the unconstrained mean
-the run stored beside its metric (``mean/<site>``); a site that none maps is reported and
-left out.
+The draws are stored constrained. Each site is mapped to the coordinates NUTS sampled by the
+run's own specification (its transform, as the fit computed the means it stored:
+``bayes_dualeval.inference.warm.latent_transforms``), which needs the data the run was
+fitted to (``--data``); a site whose draws do not match its stored mean's size is left out.
 
 ``--from-draws OUT`` copies one run to ``OUT`` with its dense block replaced by the
 covariance of its draws, for ``bayes-dualeval fit DATA --warm-start OUT`` (which keeps the
@@ -18,63 +18,53 @@ scale, MAP and AlpacaEval under code M".
 
 Usage::
 
-    python scripts/tools/metric_fit.py RUN [RUN ...]
-    python scripts/tools/metric_fit.py RUN --from-draws OUT
+    python scripts/tools/metric_fit.py --data DATA RUN [RUN ...]
+    python scripts/tools/metric_fit.py --data DATA RUN --from-draws OUT
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-TRANSFORMS = {
-    "identity": lambda x: x,
-    "log": lambda x: np.log(x),
-    "logit": lambda x: np.log(x) - np.log1p(-x),
-}
 
-
-def unconstrained(draws: np.ndarray, stored_mean: np.ndarray) -> np.ndarray | None:
-    """``draws`` (n, k) in the coordinates whose mean the run stored, or None."""
-    for transform in TRANSFORMS.values():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = transform(draws)
-        if not np.isfinite(x).all():
-            continue
-        # the stored mean may come from other kept draws: within half a posterior sd
-        gap = np.abs(x.mean(0) - np.ravel(stored_mean))
-        if (gap <= 0.5 * np.maximum(x.std(0), 1e-6)).all():
-            return x
-    return None
-
-
-def read(run: Path):
+def read(run: Path, data: Path):
     """The adaptation file, and per site its unconstrained draws (n, k), of one run."""
     import arviz as az
 
-    with np.load(run / "adaptation.npz", allow_pickle=False) as data:
-        stored = {key: data[key] for key in data.files}
+    import bayes_dualeval as bd
+    from bayes_dualeval.inference.warm import latent_transforms
+    from bayes_dualeval.model.config import ModelConfig
+    from bayes_dualeval.model.inputs import build_inputs
+    from bayes_dualeval.model.spec import DualEvalModel
+    from bayes_dualeval.runs.warm_start import load
+
+    stored = load(run)
+    del stored["run"]  # added by load, not part of the file
+    config = ModelConfig(**json.loads(str(stored["config"])))
+    dataset = DualEvalModel(config).fitted_data(bd.load(data))
+    inputs, _ = build_inputs(dataset, config, centred="auto")
+    means = {
+        key[len("mean/") :]: value for key, value in stored.items() if key.startswith("mean/")
+    }
+    transforms = latent_transforms(inputs, config, means)
     posterior = az.from_netcdf(run / "posterior.nc").posterior
     draws, skipped = {}, []
-    for key in stored:
-        if not key.startswith("mean/"):
-            continue
-        site = key[len("mean/") :]
-        if site not in posterior:
+    for site, mean in means.items():
+        if site not in posterior or site not in transforms:
             continue
         x = np.asarray(posterior[site], np.float64)
-        x = x.reshape(x.shape[0] * x.shape[1], -1)
-        if x.shape[1] != np.size(stored[key]):
-            continue
-        u = unconstrained(x, stored[key])
-        if u is None:
+        x = np.asarray(transforms[site].inv(x.reshape(-1, *x.shape[2:])), np.float64)
+        x = x.reshape(x.shape[0], -1)
+        if x.shape[1] != np.size(mean):
             skipped.append(site)
         else:
-            draws[site] = u
+            draws[site] = x
     return stored, draws, skipped
 
 
@@ -87,11 +77,11 @@ def dense_draws(stored: dict, draws: dict) -> np.ndarray:
     return np.concatenate([draws[s] for s in sites], axis=1)
 
 
-def fit_row(run: Path) -> str:
+def fit_row(run: Path, data: Path) -> str:
     """One table row: the dense block's eigenvalues and the diagonal's variance ratios."""
     from scipy.linalg import eigh
 
-    stored, draws, skipped = read(run)
+    stored, draws, skipped = read(run, data)
     block = dense_draws(stored, draws)
     eig = eigh(np.cov(block.T), stored["dense"], eigvals_only=True)
     dense = {str(s) for s in stored["dense_sites"]}
@@ -109,9 +99,9 @@ def fit_row(run: Path) -> str:
     )
 
 
-def from_draws(run: Path, out: Path) -> None:
+def from_draws(run: Path, data: Path, out: Path) -> None:
     """Copy ``run`` to ``out`` with the dense block replaced by its draws' covariance."""
-    stored, draws, _ = read(run)
+    stored, draws, _ = read(run, data)
     stored["dense"] = np.cov(dense_draws(stored, draws).T)
     shutil.copytree(run, out)
     np.savez(out / "adaptation.npz", **stored)
@@ -120,13 +110,14 @@ def from_draws(run: Path, out: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="NUTS run folders")
+    parser.add_argument("--data", type=Path, required=True, help="the data the runs fitted")
     parser.add_argument("--from-draws", type=Path, default=None, metavar="OUT")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     if args.from_draws is not None:
         if len(args.runs) != 1:
             parser.error("--from-draws takes one run")
-        from_draws(args.runs[0], args.from_draws)
+        from_draws(args.runs[0], args.data, args.from_draws)
         print(f"wrote {args.from_draws}")
         return 0
     print(
@@ -135,7 +126,7 @@ def main(argv=None) -> int:
     )
     print("|---|---|---|---|---|")
     for run in args.runs:
-        print(fit_row(run))
+        print(fit_row(run, args.data))
     return 0
 
 
