@@ -268,7 +268,11 @@ def test_report_rebuild_keeps_the_recorded_anomalies_setting(planted_run, tmp_pa
     result = run_load.load_result(copy)
     output.tabulate(result, ci=result.diagnostics["ci"])  # no setting given: the run's
     assert len(result.tables["anomalies"]) == len(ds.static_y)
+    tables = result.tables
+    # the same level and setting again: the tables are kept, not computed a second time
+    assert output.tabulate(result, ci=result.diagnostics["ci"], anomalies=ALL).tables is tables
     output.tabulate(result, ci=0.95, anomalies=10)
+    assert result.tables is not tables
     kept = result.tables["anomalies"]
     assert 10 <= len(kept) < len(ds.static_y) and result.diagnostics["anomalies"] == 10
 

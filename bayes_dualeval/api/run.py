@@ -100,9 +100,7 @@ class Run:
         from bayes_dualeval.runs import output
 
         ci = self.ci if ci is None else float(ci)
-        if self.result.ci != ci or "items" not in self.result.tables:
-            output.tabulate(self.result, ci=ci)
-        return self.result.tables
+        return output.tabulate(self.result, ci=ci).tables  # computed once per level
 
     def leaderboard(self, ci: float | None = None) -> pd.DataFrame:
         """``leaderboard.csv``: rank, model, ability mean and interval, rank range, tiers.

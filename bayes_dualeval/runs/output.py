@@ -75,6 +75,10 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     :func:`~bayes_dualeval.checks.benchmark_audit.benchmark_audit`). ``result.diagnostics``
     records the level, the ``anomalies`` setting and the checks' summary.
 
+    The checks are seeded, so the tables of one level and setting are computed once: a
+    result already tabulated at ``ci`` and ``anomalies`` is returned as it is (a run whose
+    leaderboard was read in Python, then saved, computes its checks once, not twice).
+
     Parameters
     ----------
     result : FitResult
@@ -98,6 +102,8 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     if anomalies is None:
         anomalies = result.diagnostics.get("anomalies", ANOMALY_TOP)
     anomalies = anomaly_rows(anomalies)
+    if _tabulated(result, ci, anomalies):
+        return result
     idata, dataset = result.idata, result.dataset
     options = CheckOptions(
         seed=result.settings.seed, max_draws=CHECK_DRAWS, bb_ratio=result.config.bb_ratio,
@@ -156,6 +162,16 @@ def tabulate(result: FitResult, *, ci: float, anomalies=None) -> FitResult:
     result.diagnostics["anomalies"] = anomalies
     result.diagnostics["ppc"] = ppc.summary
     return result
+
+
+def _tabulated(result: FitResult, ci: float, anomalies) -> bool:
+    """Whether :func:`tabulate` has computed ``result``'s tables at ``ci`` and ``anomalies``."""
+    return (
+        result.ppc is not None
+        and "items" in result.tables
+        and result.ci == ci
+        and result.diagnostics.get("anomalies") == anomalies
+    )
 
 
 def write_tables(folder: str | Path, tables: dict) -> list[Path]:
