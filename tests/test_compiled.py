@@ -6,6 +6,7 @@ import logging
 import mmap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -351,6 +352,31 @@ def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler):
     assert keys[0] and keys[1] <= keys[0], keys[1] - keys[0]
     assert second.timings["cache_misses"] == 0, second.timings
     assert not np.allclose(first.samples["theta"], second.samples["theta"])
+
+
+def test_specifications_differing_only_in_their_description_share_compiled_programs():
+    """The configuration is a static argument of every compiled program, so it keys JAX's
+    in-memory cache of traced programs; its description is a label, not part of the model,
+    and a specification that differs only in it reuses what another traced."""
+    from bayes_dualeval.model import inputs  # noqa: F401 (registers ModelConfig as static)
+    from bayes_dualeval.model.config import ModelConfig, load_spec
+
+    plain, named = ModelConfig(), load_spec("dualeval-2pl")
+    assert plain.description == "" and named.description
+    assert plain == named and hash(plain) == hash(named)
+    assert plain != ModelConfig(lambda_arena=0.5)
+    traced = []
+
+    @jax.jit
+    def scaled(x, config):
+        traced.append(config)
+        return x * config.theta_scale
+
+    scaled(jnp.ones(3), plain)
+    scaled(jnp.ones(3), named)
+    assert len(traced) == 1
+    scaled(jnp.ones(3), ModelConfig(theta_scale=2.0))
+    assert len(traced) == 2
 
 
 def test_the_compile_cache_is_pruned_to_its_bound_oldest_first(tmp_path):

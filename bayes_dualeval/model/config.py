@@ -151,7 +151,8 @@ class ModelConfig:
         the standard deviations over items of the parts of ``b`` and ``log a`` the
         features explain (see :func:`bayes_dualeval.model.priors.feature_shift`).
     description : str
-        One line on what the specification is for.
+        One line on what the specification is for. A label, not part of the model:
+        configurations that differ only in it are equal.
     """
 
     name: str = DEFAULT_MODEL
@@ -255,7 +256,10 @@ class ModelConfig:
     feature_loga_scale: float = _prior(
         0.3, "Item features: HalfNormal scale of the sd of log a they explain.", _POSITIVE
     )
-    description: str = ""
+    # a label, not part of the model: left out of equality and hashing, so that compiled
+    # programs (ModelConfig is a static argument of every one) are shared by specifications
+    # that differ only in it (ModelConfig() and the named default, say)
+    description: str = field(default="", compare=False)
     arena_weight_factor: float | None = None
 
     def __post_init__(self):
