@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+from bayes_dualeval.checks import ability_grid
 from bayes_dualeval.checks.benchmark_audit import benchmark_audit
 from bayes_dualeval.core.item_ids import benchmark_of
 from bayes_dualeval.data.dataset import Dataset
@@ -130,6 +131,69 @@ def test_expected_accuracy_leaves_the_block_out():
         assert row["n"] == block.sum()
         assert row["expected"] == pytest.approx(np.sum(w * p_block), abs=2e-3)
         assert row["observed"] == pytest.approx(y[block].mean(), rel=1e-9)
+
+
+def test_the_refined_grid_covers_and_resolves_each_models_left_out_posteriors():
+    """Normal log posteriors on the coarse grid: each model's refined grid holds every
+    point within DROP of its blocks' maxima and steps at most STEP of its narrowest sd,
+    unless that asks for more than MOST points; a model without blocks keeps the coarse
+    range."""
+    points = ability_grid.coarse(1.0)
+    reach = np.sqrt(2 * ability_grid.DROP)
+
+    def refined(centre, sd, owner, n_models):
+        centre, sd, owner = np.array(centre), np.array(sd), np.array(owner)
+        log_post = -0.5 * ((points[None, :] - centre[:, None]) / sd[:, None]) ** 2
+        grid = ability_grid.refine(points, log_post, np.zeros_like(log_post), owner, n_models)
+        assert np.allclose(np.diff(grid, axis=1), (grid[:, 1] - grid[:, 0])[:, None])
+        for c, s, m in zip(centre, sd, owner, strict=True):
+            assert grid[m, 0] <= max(c - reach * s, points[0])
+            assert grid[m, -1] >= min(c + reach * s, points[-1])
+        return grid
+
+    grid = refined([1.234, 1.1, -0.4, 0.7], [0.03, 0.06, 0.3, 1.0], [0, 0, 1, 3], 4)
+    step = grid[:, 1] - grid[:, 0]
+    assert ability_grid.FEWEST <= grid.shape[1] < ability_grid.MOST
+    assert step[0] <= ability_grid.STEP * 0.03 * (1 + 1e-9)  # the narrower of model 0's
+    assert step[1] <= ability_grid.STEP * 0.3 and step[3] <= ability_grid.STEP * 1.0
+    assert grid[2, 0] == points[0] and grid[2, -1] == points[-1]  # no blocks
+    # a sd of 0.002 asks for more points than MOST: every model gets MOST
+    grid = refined([1.234, -2.0], [0.03, 0.002], [0, 1], 2)
+    assert grid.shape[1] == ability_grid.MOST
+
+
+def test_a_narrow_left_out_posterior_is_integrated_exactly():
+    """A model's ability known to about 0.04 prior sd from its other cells (a benchmark of
+    2,000 questions beside one of 40): expected accuracy and p-value of every block match
+    a 20,001-point integral to 1e-6 (the fixed 121-point grid before it: off by up to 2e-3)."""
+    static, _, truth = simulate(4, 4000, 0, n_domains=2, seed=5)
+    small = static["dataset"] == "code_bench"
+    static = static[~small | (static["sample_index"] < 40)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = Dataset.from_frames(static=static, source="bench")
+    table = benchmark_audit(_truth_posterior(ds, truth, ModelConfig(mode="static")), ds)
+    table = table.set_index(["model", "dataset"])
+    m, q, y = ds.static_model, ds.static_item, ds.static_y.astype(float)
+    a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
+    b = np.array([truth["items"][x]["b"] for x in ds.items])[q]
+    bench = benchmark_of(ds.items)[q]
+    grid = np.linspace(-6, 6, 20001)
+    for (name, data), row in table.iterrows():
+        mine = ds.models[m] == name
+        block, other = mine & (bench == data), mine & (bench != data)
+        eta = a[other] * (grid[:, None] - b[other])
+        log_post = -0.5 * grid**2 + np.sum(y[other] * eta + special.log_expit(-eta), axis=1)
+        w = np.exp(log_post - log_post.max())
+        w /= w.sum()
+        p = special.expit(a[block] * (grid[:, None] - b[block]))
+        mu, sd = p.sum(axis=1), np.sqrt(np.sum(p * (1 - p), axis=1))
+        observed = y[block].sum()
+        tail = 0.5 * (
+            special.ndtr((mu - observed - 0.5) / sd) + special.ndtr((mu - observed + 0.5) / sd)
+        )
+        assert row["expected"] == pytest.approx(np.sum(w * mu) / block.sum(), abs=1e-6)
+        assert row["p_value"] == pytest.approx(np.sum(w * tail), abs=1e-6)
 
 
 @pytest.mark.study

@@ -131,8 +131,10 @@ class ArenaCells:
         a = self.draws["a"][:, item] if "a" in self.draws else None
         return links.probability(links.eta(theta, self.draws["b"][:, item], a))
 
-    def terms(self, k: int, rows: slice, grid: np.ndarray):
+    def terms(self, k: int, rows: slice, ability: np.ndarray):
         """Per cell of ``rows`` and grid point, in draw ``k``: log likelihood, mean, variance.
+
+        At the model's abilities ``ability`` (cells x grid points: each cell's model's grid).
 
         Returns
         -------
@@ -141,7 +143,7 @@ class ArenaCells:
         item = self.cell_item[rows]
         n_q = self.n_q[item]
         a = self.draws["a"][k, item, None] if "a" in self.draws else None
-        p = links.probability(links.eta(grid[None, :], self.draws["b"][k, item, None], a))
+        p = links.probability(links.eta(ability, self.draws["b"][k, item, None], a))
         others = (self._sum_p[k, item] - self._p[k, rows]) / np.maximum(n_q - 1.0, 1.0)
         src = self.cell_source[rows]
         scale = self.slope[src] * self._gamma[k] * (1.0 - 1.0 / n_q)

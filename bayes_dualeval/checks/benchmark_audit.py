@@ -20,7 +20,9 @@ Leaving a block out without refitting: a block is often a third of a model's dat
 moves its ability too far for importance sampling over the joint draws (Pareto k above 1
 in trials). The ability is one-dimensional, though, so for each posterior draw of the item
 parameters the ability's posterior given the model's *other* cells, static and arena (and
-its prior ``Normal(0, theta_scale)``), is computed exactly on a grid. Given an ability, the
+its prior ``Normal(0, theta_scale)``), is computed exactly on a grid: with one ability per
+model a grid per model and draw, placed and spaced to resolve every block's left-out
+posterior (:mod:`~bayes_dualeval.checks.ability_grid`). Given an ability, the
 number correct in a static block is a sum of independent Bernoulli cells with mean
 ``sum p`` and variance ``sum p (1 - p)``; its one-sided mid-p-value ``P(Y > O) + P(Y = O) /
 2`` comes from the normal approximation with continuity correction. An arena block's mean
@@ -42,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from bayes_dualeval.checks import budget
+from bayes_dualeval.checks import ability_grid, budget
 from bayes_dualeval.checks.arena_blocks import ArenaCells
 from bayes_dualeval.checks.domain_grid import (
     designs,
@@ -74,8 +76,11 @@ MOST_ELEMENTS = 1_500_000_000
 MAX_DRAWS = 200
 #: (cell, grid point) evaluations held in memory at once.
 CHUNK_ELEMENTS = 4_000_000
-#: Ability grid: points, and half-width in units of the ability prior's sd.
-GRID, GRID_HALF_WIDTH = 121, 6.0
+#: Most evaluations of a cell per draw: the grid of domain abilities (its points, over the
+#: coarse grid's half-width in units of the ability prior's sd); with one ability the coarse
+#: and the refined grid together (:mod:`~bayes_dualeval.checks.ability_grid`).
+GRID = ability_grid.COARSE + ability_grid.MOST
+GRID_HALF_WIDTH = ability_grid.HALF_WIDTH
 
 COLUMNS = [
     "model", "kind", "source", "dataset", "domain", "n", "observed", "expected",
@@ -180,13 +185,14 @@ class StaticCells:
     def __len__(self) -> int:
         return len(self.y)
 
-    def terms(self, k: int, rows: slice, grid: np.ndarray):
+    def terms(self, k: int, rows: slice, ability: np.ndarray):
         """Per cell of ``rows`` and grid point, in draw ``k``: log likelihood, mean, variance.
 
-        Of the cell's correct answers: ``n`` Bernoulli answers, ``n p`` and ``n p (1 - p)``.
+        Of the cell's correct answers: ``n`` Bernoulli answers, ``n p`` and ``n p (1 - p)``,
+        at the abilities ``ability`` (cells x grid points: each cell's model's grid).
         """
         item = {name: v[k][self.cell_item[rows], None] for name, v in self.draws.items()}
-        eta = links.eta(grid[None, :], item["b"], item.get("a"))
+        eta = links.eta(ability, item["b"], item.get("a"))
         p = links.probability(eta, item.get("c"), item.get("d"))
         ll = links.bernoulli_loglik(self.y[rows, None], eta, item.get("c"), item.get("d"))
         n = self.answers[rows, None]
@@ -208,15 +214,19 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
     """Rows of :func:`benchmark_audit` without ``q_value``, unsorted.
 
     Every block of every cell kind, each with the ability's posterior given the model's
-    other cells (of every kind).
+    other cells (of every kind). With one ability per model each draw is evaluated on the
+    coarse grid, which locates every block's posterior, then on a grid per model that
+    resolves them (:mod:`~bayes_dualeval.checks.ability_grid`); with domain abilities on
+    the one fixed grid their deviations' convolutions need.
     """
-    grid = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID) * model.config.theta_scale
-    log_prior = -0.5 * (grid / model.config.theta_scale) ** 2
+    scale = model.config.theta_scale
     n_draws = len(draws["theta"])
     chunk = max(1, CHUNK_ELEMENTS // GRID)
     n_col = n_columns(dataset, model)
+    n_models = dataset.n_models
+    fixed = None if n_col == 1 else np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID) * scale
     block_model, chunks, p_values, rates = [], [], [], []
-    n_blocks_in = np.zeros((dataset.n_models, n_col), np.int64)
+    n_blocks_in = np.zeros((n_models, n_col), np.int64)
     for kind in kinds:
         n_blocks = len(kind.labels)
         owner = np.zeros(n_blocks, np.int64)
@@ -228,36 +238,40 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
         chunks.append([(r, group_matrix(kind.cell_block[r], n_blocks)) for r in rows])
         p_values.append(np.zeros(n_blocks))
         rates.append(np.empty((n_blocks, n_draws)))
+    owners = np.concatenate(block_model)
+
+    def left_out(grid, column_ll, parts, kernel=None):
+        """Each kind's blocks' left-out log posteriors on ``grid`` (models x points)."""
+        log_prior = -0.5 * (grid / scale) ** 2
+        return [
+            left_out_log_posterior(
+                log_prior, column_ll, owner, kind.block_column, block_ll, kernel
+            )
+            for kind, owner, (block_ll, _, _) in zip(kinds, block_model, parts, strict=True)
+        ]
+
     with ThreadPoolExecutor(max_workers=budget.THREADS) as pool:
         for k in range(n_draws):
-            # per block and grid point: log likelihood, and mean and variance of the block's
-            # total, accumulated over chunks of cells (bounded memory; several chunks on
-            # threads, added in order, so the sums do not depend on the thread count; a
-            # single chunk in this thread: handing it to another cost the bundled example's
-            # audit 1.2 of its 3.7 s)
-            parts, column_ll = [], np.zeros((dataset.n_models, n_col, GRID))
-            for kind, owner, pieces in zip(kinds, block_model, chunks, strict=True):
-                block_ll, mu, var = (np.zeros((len(kind.labels), GRID)) for _ in range(3))
-
-                def piece(chunk, kind=kind, k=k):
-                    rows, to_block = chunk
-                    ll, m, v = kind.terms(k, rows, grid)
-                    return to_block @ ll, to_block @ m, to_block @ v
-
-                done = pool.map(piece, pieces) if len(pieces) > 1 else [piece(pieces[0])]
-                for ll, m, v in done:
-                    block_ll += ll
-                    mu += m
-                    var += v
-                np.add.at(column_ll, (owner, kind.block_column), block_ll)
-                parts.append((block_ll, mu, var))
-            kernel = kernels(grid, draws["deviation_sd"][k]) if n_col > 1 else None
-            for j, (kind, owner, (block_ll, mu, var)) in enumerate(
-                zip(kinds, block_model, parts, strict=True)
-            ):
-                log_post = left_out_log_posterior(  # the block left out
-                    log_prior, column_ll, owner, kind.block_column, block_ll, kernel
+            if fixed is None:
+                points = ability_grid.coarse(scale)
+                first = np.broadcast_to(points, (n_models, len(points)))
+                parts, column_ll = _block_sums(kinds, block_model, chunks, pool, k, first, n_col)
+                grid = ability_grid.refine(
+                    points,
+                    np.concatenate(left_out(first, column_ll, parts)),
+                    np.concatenate([part[0] for part in parts]),
+                    owners,
+                    n_models,
                 )
+                kernel = None
+            else:
+                grid = np.broadcast_to(fixed, (n_models, GRID))
+                kernel = kernels(fixed, draws["deviation_sd"][k])
+            parts, column_ll = _block_sums(kinds, block_model, chunks, pool, k, grid, n_col)
+            log_posts = left_out(grid, column_ll, parts, kernel)
+            for j, (kind, log_post, (_, mu, var)) in enumerate(
+                zip(kinds, log_posts, parts, strict=True)
+            ):
                 w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
                 w /= w.sum(axis=1, keepdims=True)
                 p_values[j] += np.sum(w * kind.tail(mu, var), axis=1) / n_draws
@@ -281,6 +295,36 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
             )
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def _block_sums(kinds, block_model, chunks, pool, k, grid, n_col):
+    """Per kind, per block and grid point in draw ``k``: log likelihood, mean and variance.
+
+    ``grid`` holds each model's points (models x points); a cell is evaluated on its
+    model's. Returns the three ``(blocks, points)`` sums per kind and ``column_ll``, each
+    model's log likelihood per ability column (``n_col`` of them). Sums over chunks of
+    cells (bounded memory; several chunks on threads, added in order, so the sums do not
+    depend on the thread count; a single chunk in this thread: handing it to another cost
+    the bundled example's audit 1.2 of its 3.7 s).
+    """
+    n_models, points = grid.shape
+    parts, column_ll = [], np.zeros((n_models, n_col, points))
+    for kind, owner, pieces in zip(kinds, block_model, chunks, strict=True):
+        block_ll, mu, var = (np.zeros((len(kind.labels), points)) for _ in range(3))
+
+        def piece(chunk, kind=kind):
+            rows, to_block = chunk
+            ll, m, v = kind.terms(k, rows, grid[kind.cell_model[rows]])
+            return to_block @ ll, to_block @ m, to_block @ v
+
+        done = pool.map(piece, pieces) if len(pieces) > 1 else [piece(pieces[0])]
+        for ll, m, v in done:
+            block_ll += ll
+            mu += m
+            var += v
+        np.add.at(column_ll, (owner, kind.block_column), block_ll)
+        parts.append((block_ll, mu, var))
+    return parts, column_ll
 
 
 def _draws(idata, model: DualEvalModel, n_cells: int, *, arena: bool = False) -> dict:

@@ -96,8 +96,9 @@ def left_out_log_posterior(
 
     Parameters
     ----------
-    log_prior : numpy.ndarray, shape (G,)
-        The overall ability's log prior on the grid.
+    log_prior : numpy.ndarray, shape (M, G) or (G,)
+        The overall ability's log prior on each model's grid (with domain abilities one
+        grid, shared by every model and column: the kernels are on it).
     column_ll : numpy.ndarray, shape (M, C, G)
         Per model and ability column (each domain, then the overall ability: ``C - 1``), the
         log likelihood of all its cells that read the column, as a function of that

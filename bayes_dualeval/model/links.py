@@ -109,9 +109,12 @@ def sigmoid(x):
 
 
 def log_sigmoid(x):
-    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, stable for any ``x``."""
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, stable for any ``x``.
+
+    On NumPy arrays ``scipy.special.log_expit``, the same formula in one pass.
+    """
     if _xp(x) is np:
-        return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+        return special.log_expit(x)
     from bayes_dualeval.model.jax_ops import log_sigmoid as jax_log_sigmoid
 
     return jax_log_sigmoid(x)
