@@ -67,6 +67,25 @@ def _truth_posterior(ds, truth, config, draws=1, gamma=None):
     return idata
 
 
+def _dense_left_out(ds, truth, table, points):
+    """Per row of ``table`` (indexed by model and benchmark): the row, the block's labels,
+    the left-out posterior's weights on a ``points``-point grid over six prior sds each
+    side (the true items, the prior and the model's other cells) and the block's success
+    probabilities on it (points x cells)."""
+    m, q, y = ds.static_model, ds.static_item, ds.static_y.astype(float)
+    a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
+    b = np.array([truth["items"][x]["b"] for x in ds.items])[q]
+    bench = benchmark_of(ds.items)[q]
+    grid = np.linspace(-6, 6, points)
+    for (name, data), row in table.iterrows():
+        mine = ds.models[m] == name
+        block, other = mine & (bench == data), mine & (bench != data)
+        eta = a[other] * (grid[:, None] - b[other])
+        log_post = -0.5 * grid**2 + np.sum(y[other] * eta + special.log_expit(-eta), axis=1)
+        w = np.exp(log_post - log_post.max())
+        yield row, y[block], w / w.sum(), special.expit(a[block] * (grid[:, None] - b[block]))
+
+
 def test_benchmark_names_come_from_the_item_ids():
     items = np.array(["bench::gsm8k_0", "bench::gsm8k_12", "x::my_data_set_3"])
     assert benchmark_of(items).tolist() == [
@@ -113,24 +132,11 @@ def test_expected_accuracy_leaves_the_block_out():
     config = ModelConfig(mode="static")
     table = benchmark_audit(_truth_posterior(ds, truth, config), ds)
     table = table.set_index(["model", "dataset"])
-    m, q, y = ds.static_model, ds.static_item, ds.static_y
-    a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
-    b = np.array([truth["items"][x]["b"] for x in ds.items])[q]
-    bench = benchmark_of(ds.items)[q]
-    grid = np.linspace(-6, 6, 2001)
-    for (name, data), row in table.iterrows():
-        mine = ds.models[m] == name
-        block, other = mine & (bench == data), mine & (bench != data)
-        p_other = special.expit(a[other] * (grid[:, None] - b[other]))
-        log_post = -0.5 * grid**2 + np.sum(
-            np.where(y[other] == 1, np.log(p_other), np.log1p(-p_other)), axis=1
-        )
-        w = np.exp(log_post - log_post.max())
-        w /= w.sum()
-        p_block = special.expit(a[block] * (grid[:, None] - b[block])).mean(axis=1)
-        assert row["n"] == block.sum()
+    for row, y_block, w, p in _dense_left_out(ds, truth, table, 2001):
+        p_block = p.mean(axis=1)
+        assert row["n"] == len(y_block)
         assert row["expected"] == pytest.approx(np.sum(w * p_block), abs=2e-3)
-        assert row["observed"] == pytest.approx(y[block].mean(), rel=1e-9)
+        assert row["observed"] == pytest.approx(y_block.mean(), rel=1e-9)
 
 
 def test_the_refined_grid_covers_and_resolves_each_models_left_out_posteriors():
@@ -174,25 +180,13 @@ def test_a_narrow_left_out_posterior_is_integrated_exactly():
         ds = Dataset.from_frames(static=static, source="bench")
     table = benchmark_audit(_truth_posterior(ds, truth, ModelConfig(mode="static")), ds)
     table = table.set_index(["model", "dataset"])
-    m, q, y = ds.static_model, ds.static_item, ds.static_y.astype(float)
-    a = np.array([truth["items"][x]["a"] for x in ds.items])[q]
-    b = np.array([truth["items"][x]["b"] for x in ds.items])[q]
-    bench = benchmark_of(ds.items)[q]
-    grid = np.linspace(-6, 6, 20001)
-    for (name, data), row in table.iterrows():
-        mine = ds.models[m] == name
-        block, other = mine & (bench == data), mine & (bench != data)
-        eta = a[other] * (grid[:, None] - b[other])
-        log_post = -0.5 * grid**2 + np.sum(y[other] * eta + special.log_expit(-eta), axis=1)
-        w = np.exp(log_post - log_post.max())
-        w /= w.sum()
-        p = special.expit(a[block] * (grid[:, None] - b[block]))
+    for row, y_block, w, p in _dense_left_out(ds, truth, table, 20001):
         mu, sd = p.sum(axis=1), np.sqrt(np.sum(p * (1 - p), axis=1))
-        observed = y[block].sum()
+        observed = y_block.sum()
         tail = 0.5 * (
             special.ndtr((mu - observed - 0.5) / sd) + special.ndtr((mu - observed + 0.5) / sd)
         )
-        assert row["expected"] == pytest.approx(np.sum(w * mu) / block.sum(), abs=1e-6)
+        assert row["expected"] == pytest.approx(np.sum(w * mu) / len(y_block), abs=1e-6)
         assert row["p_value"] == pytest.approx(np.sum(w * tail), abs=1e-6)
 
 
