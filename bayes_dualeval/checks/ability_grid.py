@@ -14,9 +14,10 @@ So each posterior draw is evaluated twice:
 
 1. on a coarse grid over the prior's range (:func:`coarse`: :data:`COARSE` points over
    :data:`HALF_WIDTH` prior sds each side), which locates each block's left-out posterior:
-   the points within :data:`DROP` of its log maximum, widened by one step each side (for a
-   log-concave posterior, as the 2PL's is, that interval holds every point within
-   :data:`DROP` of the true maximum), and its scale, from the second difference of the log
+   the points within :data:`DROP` of its log maximum, widened by one step each side
+   (:func:`~bayes_dualeval.core.grid_span.covered_span`: for a log-concave posterior, as
+   the 2PL's is, that interval holds every point within :data:`DROP` of the true
+   maximum), and its scale, from the second difference of the log
    posterior and of the block's own log likelihood at the maximum (the block's prediction
    varies on the scale of what the block alone says about the ability);
 2. on a refined grid per model (:func:`refine`): equally spaced over the union of its
@@ -30,6 +31,8 @@ fixed grid took; on the bundled example about half of it.
 from __future__ import annotations
 
 import numpy as np
+
+from bayes_dualeval.core.grid_span import covered_span
 
 #: Half-width of the coarse grid, in prior standard deviations of the ability.
 HALF_WIDTH = 6.0
@@ -81,10 +84,7 @@ def refine(
     log_post = np.where(np.isfinite(log_post), log_post, -np.inf)
     top = np.argmax(log_post, axis=1)
     inside = log_post > log_post[np.arange(len(top)), top][:, None] - DROP
-    first = np.argmax(inside, axis=1)
-    last = g - 1 - np.argmax(inside[:, ::-1], axis=1)
-    lo_b = points[np.maximum(first - 1, 0)]
-    hi_b = points[np.minimum(last + 1, g - 1)]
+    lo_b, hi_b = covered_span(points, inside)
     # the scale to resolve: the narrower of the posterior and the block's own likelihood
     # (second differences at the posterior's maximum, each a curvature over one step)
     at = np.clip(top, 1, g - 2)

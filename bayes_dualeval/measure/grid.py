@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bayes_dualeval.core.grid_span import covered_span
 from bayes_dualeval.core.grouping import group_matrix
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.measure import kernels
@@ -265,12 +266,7 @@ def choose_grids(bank: Bank, resp: Responses, pairs: ArenaPairs, lay=None) -> np
     rows = evenly_spaced(bank.n_draws, COARSE_DRAWS)
     lp = loglik(bank, resp, pairs, grids, rows, lay) + log_prior(bank, grids, rows)
     near = lp >= lp.max(axis=2, keepdims=True) - COVER  # (K, D, G)
-    covered = near.any(axis=1)
-    step = coarse[1] - coarse[0]
-    first = np.argmax(covered, axis=1)
-    last = COARSE - 1 - np.argmax(covered[:, ::-1], axis=1)
-    lo = coarse[first] - 2 * step
-    hi = coarse[last] + 2 * step
+    lo, hi = covered_span(coarse, near.any(axis=1), pad=2)
     return np.linspace(lo, hi, GRID, axis=1)
 
 

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayes_dualeval.core.grid_span import covered_span
 from bayes_dualeval.core.thinning import evenly_spaced
 from bayes_dualeval.model import links
 
@@ -142,10 +143,7 @@ def _priors(prior: ItemPrior, rows, fixed) -> tuple:
 
 def _span(grid: np.ndarray, covered: np.ndarray, n: int) -> np.ndarray:
     """Per question, ``n`` points spanning the covered part of ``grid`` (one step beyond)."""
-    step = grid[1] - grid[0]
-    first = np.argmax(covered, axis=1)
-    last = len(grid) - 1 - np.argmax(covered[:, ::-1], axis=1)
-    return np.linspace(grid[first] - step, grid[last] + step, n, axis=1)
+    return np.linspace(*covered_span(grid, covered), n, axis=1)
 
 
 def item_posterior(
