@@ -27,7 +27,7 @@ def domain_run(tmp_path_factory):
     out = root / "run"
     result = invoke(
         "fit", root / "data", "--sampler", "svi", "--abilities", "domain", "--svi-steps", "3000",
-        "--draws", "400", "--seed", "2", "--out", out,
+        "--draws", "400", "--seed", "2", "--no-report", "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     return out, root / "data", truth

@@ -188,7 +188,9 @@ def test_a_fit_counts_every_answer(tmp_path):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         frame.to_json(folder / name, orient="records", lines=True)
     out = tmp_path / "run"
-    r = CliRunner().invoke(cli, ["fit", str(folder), "--sampler", "map", "--out", str(out)])
+    r = CliRunner().invoke(
+        cli, ["fit", str(folder), "--sampler", "map", "--no-report", "--out", str(out)]
+    )
     assert r.exit_code == 0, r.output
     board = pd.read_csv(out / "leaderboard.csv").set_index("model")
     want = static.groupby("model_label")["correct"].agg(["mean", "size"])
