@@ -225,6 +225,8 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
     n_col = n_columns(dataset, model)
     n_models = dataset.n_models
     fixed = None if n_col == 1 else np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID) * scale
+    points = ability_grid.coarse(scale)
+    first = np.broadcast_to(points, (n_models, len(points)))
     block_model, chunks, p_values, rates = [], [], [], []
     n_blocks_in = np.zeros((n_models, n_col), np.int64)
     for kind in kinds:
@@ -253,8 +255,6 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
     with ThreadPoolExecutor(max_workers=budget.THREADS) as pool:
         for k in range(n_draws):
             if fixed is None:
-                points = ability_grid.coarse(scale)
-                first = np.broadcast_to(points, (n_models, len(points)))
                 parts, column_ll = _block_sums(kinds, block_model, chunks, pool, k, first, n_col)
                 grid = ability_grid.refine(
                     points,
