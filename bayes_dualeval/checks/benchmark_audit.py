@@ -76,11 +76,12 @@ MOST_ELEMENTS = 1_500_000_000
 MAX_DRAWS = 200
 #: (cell, grid point) evaluations held in memory at once.
 CHUNK_ELEMENTS = 4_000_000
-#: Most evaluations of a cell per draw: the grid of domain abilities (its points, over the
-#: coarse grid's half-width in units of the ability prior's sd); with one ability the coarse
-#: and the refined grid together (:mod:`~bayes_dualeval.checks.ability_grid`).
-GRID = ability_grid.COARSE + ability_grid.MOST
-GRID_HALF_WIDTH = ability_grid.HALF_WIDTH
+#: The one fixed grid of domain abilities: its points, over the coarse grid's half-width
+#: in units of the ability prior's sd.
+FIXED_GRID, GRID_HALF_WIDTH = 121, ability_grid.HALF_WIDTH
+#: Most evaluations of a cell per draw: with one ability the coarse and the refined grid
+#: together (:mod:`~bayes_dualeval.checks.ability_grid`).
+GRID = max(FIXED_GRID, ability_grid.COARSE + ability_grid.MOST)
 
 COLUMNS = [
     "model", "kind", "source", "dataset", "domain", "n", "observed", "expected",
@@ -224,7 +225,9 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
     chunk = max(1, CHUNK_ELEMENTS // GRID)
     n_col = n_columns(dataset, model)
     n_models = dataset.n_models
-    fixed = None if n_col == 1 else np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID) * scale
+    fixed = None
+    if n_col > 1:
+        fixed = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, FIXED_GRID) * scale
     points = ability_grid.coarse(scale)
     first = np.broadcast_to(points, (n_models, len(points)))
     block_model, chunks, p_values, rates = [], [], [], []
@@ -265,7 +268,7 @@ def _left_out(kinds: list, dataset: Dataset, model: DualEvalModel, draws: dict, 
                 )
                 kernel = None
             else:
-                grid = np.broadcast_to(fixed, (n_models, GRID))
+                grid = np.broadcast_to(fixed, (n_models, FIXED_GRID))
                 kernel = kernels(fixed, draws["deviation_sd"][k])
             parts, column_ll = _block_sums(kinds, block_model, chunks, pool, k, grid, n_col)
             log_posts = left_out(grid, column_ll, parts, kernel)
