@@ -354,6 +354,32 @@ def test_svi_and_map_compile_once_for_data_of_similar_sizes(sampler):
     assert not np.allclose(first.samples["theta"], second.samples["theta"])
 
 
+def test_maps_objective_compiles_with_the_options_for_few_calls(monkeypatch):
+    """MAP's objective, evaluated some fifty times a fit, is compiled with XLA's options for
+    programs whose compilation is their cost (inference/xla_options.py). The options reach
+    the compiler: an option XLA does not know fails the objective's compilation. And a jaxlib
+    that does not know the option gets XLA's defaults, not an error."""
+    from bayes_dualeval.inference import mode, xla_options
+    from bayes_dualeval.inference.settings import SamplerSettings
+    from bayes_dualeval.model.config import load_spec
+
+    assert xla_options.few_calls() == xla_options.CPU_FEW_CALLS  # this jaxlib knows it
+    config = load_spec("dualeval-2pl")
+    inputs = _simulated_inputs(config, 9, 1)
+    unknown = {"xla_cpu_no_such_option": False}
+    monkeypatch.setattr(mode, "few_calls", lambda: unknown)
+    monkeypatch.setattr(mode, "value_and_grad", mode.value_and_grad.__wrapped__)
+    with pytest.raises(Exception, match="xla_cpu_no_such_option"):
+        mode.run_map(inputs, config, SamplerSettings(sampler="map", map_steps=1))
+
+    monkeypatch.setattr(xla_options, "CPU_FEW_CALLS", unknown)
+    xla_options.few_calls.cache_clear()
+    try:
+        assert xla_options.few_calls() == {}
+    finally:
+        xla_options.few_calls.cache_clear()
+
+
 def test_specifications_differing_only_in_their_description_share_compiled_programs():
     """The configuration is a static argument of every compiled program, so it keys JAX's
     in-memory cache of traced programs; its description is a label, not part of the model,

@@ -60,6 +60,7 @@ posterior standard deviations), the last iteration changed the objective by at m
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -81,6 +82,7 @@ from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.sharding import replicated_like
 from bayes_dualeval.inference.sites import model_sites
 from bayes_dualeval.inference.start import level_start
+from bayes_dualeval.inference.xla_options import few_calls
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model
@@ -183,7 +185,7 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
     history = []  # the objective at the start and after each iteration
 
     def fun(flat):
-        (f, (x, _, _)), g = _value_and_grad(unflatten(flat), state["x"], inputs, config, items)
+        (f, (x, _, _)), g = value_and_grad()(unflatten(flat), state["x"], inputs, config, items)
         state["evaluations"] += 1
         f = float(f)
         if not np.isfinite(f):
@@ -210,7 +212,7 @@ def _fit(inputs: ModelInputs, config: ModelConfig, settings: SamplerSettings):
         },
     )
     u = unflatten(res.x)
-    (f, (_, ok, item_sites)), g = _value_and_grad(u, state["x"], inputs, config, items)
+    (f, (_, ok, item_sites)), g = value_and_grad()(u, state["x"], inputs, config, items)
     f, grad_norm, newton_ok = float(f), float(np.linalg.norm(flatten(g))), bool(ok)
     change = abs(history[-2] - f) / max(abs(f), 1.0) if len(history) > 1 else 0.0
     converged = bool(np.isfinite(f) and grad_norm <= grad_tol and change <= RTOL and newton_ok)
@@ -275,8 +277,22 @@ def _unsolved_items(inputs, items):
     return jnp.full(shape, jnp.inf, dtype=jnp.float64)
 
 
-# Module level, so that later fits of data of the same shapes reuse the compiled code.
-_value_and_grad = jax.jit(jax.value_and_grad(_objective, has_aux=True), static_argnames=("items",))
+@functools.cache
+def value_and_grad():
+    """The objective's value and gradient, compiled: one function per process.
+
+    Kept, so that later fits of data of the same shapes reuse the compiled program;
+    evaluated some fifty times a fit, so compiled with
+    :func:`~bayes_dualeval.inference.xla_options.few_calls`' options (made at first use,
+    once JAX's devices are set).
+    """
+    return jax.jit(
+        jax.value_and_grad(_objective, has_aux=True),
+        static_argnames=("items",),
+        compiler_options=few_calls(),
+    )
+
+
 _constrain = jax.jit(
     lambda z, inputs, config: constrain_fn(
         dualeval_model, (inputs, config), {}, z, return_deterministic=True
