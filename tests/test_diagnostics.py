@@ -235,6 +235,99 @@ def test_a_continuation_in_chunks_draws_what_one_run_draws(monkeypatch):
         np.testing.assert_array_equal(values, runs[7].stats[name], err_msg=name)
 
 
+def test_a_long_continuation_samples_with_the_metric_of_the_draws_so_far(caplog, monkeypatch):
+    """A round that continues the chains for most of a round's draws, once they hold enough
+    draws, samples with their covariance as the metric (inference/draws_metric.py) after a
+    warm-up that tunes the step size only; the draws are appended. The kernel keeps that
+    metric: the chains' last state carries it, so a warm start from the run reads it."""
+    import logging
+
+    from bayes_dualeval.inference.draws_metric import draws_metric
+
+    caplog.set_level(logging.INFO, logger="bayes_dualeval")
+    inputs, config = _tiny_inputs()
+    monkeypatch.setattr(nuts, "RETUNE_MIN_DRAWS", 20)  # one chain of 20 draws is enough here
+    settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=1, seed=2, target_accept=TOP)
+    first, kernels = [], []
+    real_make = nuts.make_mcmc
+
+    def make(*args, **kwargs):
+        kernels.append((args[3] if len(args) > 3 else None, kwargs))
+        return real_make(*args, **kwargs)
+
+    monkeypatch.setattr(nuts, "make_mcmc", make)
+
+    def until(draws):
+        first.append({k: v.copy() for k, v in draws.samples.items()})
+        return False
+
+    draws = run_nuts(inputs, config, settings, until=until)
+    assert draws.info["rounds"] == 2 and draws.info["metric_from_draws"] == [2]
+    assert draws.samples["theta"].shape[1] == 40  # appended
+    for name, values in first[0].items():  # round 1's draws are kept as they were
+        np.testing.assert_array_equal(draws.samples[name][:, :20], values, err_msg=name)
+    metric, kwargs = kernels[-1]
+    assert kwargs["adapt_metric"] is False
+    expected = draws_metric(first[0], metric, inputs, config)
+    assert expected is not None and set(metric) == set(expected)
+    for key, block in expected.items():
+        np.testing.assert_allclose(metric[key], block, rtol=1e-6)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("bayes_dualeval")]
+    assert (
+        "round 2: the convergence check has not passed; 20 more draws per chain, with the "
+        "metric of the 20 draws so far" in said
+    )
+    # what a warm start reads: the metric the second round sampled with
+    stored = draws.adaptation
+    for key, block in expected.items():
+        if np.ndim(block) == 2:
+            assert tuple(stored["dense_sites"]) == key
+            np.testing.assert_allclose(stored["dense"], block, rtol=1e-5)
+        else:
+            flat = np.concatenate([np.ravel(stored["var"][n]) for n in key])
+            np.testing.assert_allclose(flat, block, rtol=1e-5)
+
+    # a near miss, or too few draws, continues with the kernel it has
+    for patch in ({"RETUNE_MIN_DRAWS": 21}, {"RETUNE_SHARE": 1.01}):
+        for name, value in patch.items():
+            monkeypatch.setattr(nuts, name, value)
+        draws = run_nuts(inputs, config, settings, until=lambda d: False)
+        assert draws.info["rounds"] == 2 and "metric_from_draws" not in draws.info
+        monkeypatch.undo()
+        monkeypatch.setattr(nuts, "make_mcmc", make)
+
+
+def test_the_metric_of_draws_is_their_regularised_covariance_in_the_blocks_form():
+    """``draws_metric`` reads the draws in the sampler's unconstrained coordinates, over
+    every chain, in the blocks of the metric it replaces (dense or diagonal); draws that do
+    not fill a block leave the metric as it was (None)."""
+    from bayes_dualeval.inference import draws_metric as module
+    from bayes_dualeval.model.joint import global_sites
+
+    inputs, config = _tiny_inputs()
+    rng = np.random.default_rng(0)
+    dense = tuple(global_sites(config, inputs))
+    sizes = {"theta_mean": 1, "theta_contrast": inputs.n_models - 1}
+    names = [n for n in dense if n in sizes]
+    shape = {"theta_mean": (), "theta_contrast": (inputs.n_models - 1,), "sigma_b": (1,)}
+    samples = {n: rng.normal(size=(2, 300, *shape[n])) for n in names}
+    samples["sigma_b"] = np.exp(rng.normal(size=(2, 300, 1)))  # positive: read on the log scale
+    d = sum(sizes[n] for n in names)
+    blocks = {tuple(names): np.eye(d), ("sigma_b",): np.ones(1)}
+    out = module.draws_metric(samples, blocks, inputs, config)
+    x = np.concatenate([samples[n].reshape(600, -1) for n in names], axis=1)
+    w = 600 / (600 + module.SHRINK)
+    expected = w * np.cov(x, rowvar=False) + module.FLOOR * (1 - w) * np.eye(d)
+    np.testing.assert_allclose(out[tuple(names)], expected, rtol=1e-5)
+    logs = np.log(samples["sigma_b"]).reshape(-1)
+    np.testing.assert_allclose(
+        out[("sigma_b",)], w * logs.var(ddof=1) + module.FLOOR * (1 - w), rtol=1e-5
+    )
+    assert module.draws_metric({n: samples[n] for n in names}, blocks, inputs, config) is None
+    short = {("sigma_b",): np.ones(2)}  # a block of another size
+    assert module.draws_metric(samples, short, inputs, config) is None
+
+
 def test_nuts_stops_extending_at_its_budget():
     inputs, config = _tiny_inputs()
     # at the last divergence target acceptance, so the second round continues (never restarts);
@@ -615,3 +708,27 @@ def test_report_shows_the_final_rounds_settings():
     assert _final({"max_tree_depth": 8}, "max_tree_depth", 8) == "8"
     raised = _final({"target_accept": 0.99}, "target_accept", 0.8)
     assert raised.startswith("0.99 (requested 0.8;")
+
+
+def test_the_report_names_the_rounds_sampled_with_the_metric_of_their_draws():
+    from types import SimpleNamespace
+
+    import xarray as xr
+
+    from bayes_dualeval.report.panels.diagnostics import _nuts_facts
+
+    def facts(info):
+        ctx = SimpleNamespace(
+            result=SimpleNamespace(settings=SamplerSettings()),
+            diagnostics={"sampler_info": info},
+            n_chain=4,
+            n_draw=2000,
+            idata=az.InferenceData(posterior=xr.Dataset()),
+        )
+        return _nuts_facts(ctx, {})
+
+    said = facts({"rounds": 3, "metric_from_draws": [2, 3]})
+    assert said["metric of the continued rounds"] == (
+        "round(s) 2, 3: the covariance of the draws before them"
+    )
+    assert "metric of the continued rounds" not in facts({"rounds": 2})

@@ -2,13 +2,18 @@ r"""What NUTS's adapted metric leaves on the table: steps per draw against bette
 
 One process, one data set. First the package's default round (400 warm-up iterations
 adapting a dense mass matrix over the global block and a diagonal one elsewhere, 1,000
-draws per chain, 4 chains). Then, from the chains' last state, rounds of 1,000 draws after
-150 warm-up iterations that tune the step size only, with the metric fixed at:
+draws per chain, 4 chains). Then, from the chains' last state, rounds of 1,000 draws with
+the metric fixed at (after 150 warm-up iterations that tune the step size only, unless said
+otherwise):
 
+* ``continued``: the control, the same kernel continued for 1,000 more draws (no warm-up),
+  which is how a fit's continuation rounds ran before session 65;
+* ``from draws``: what a fit's continuation round now samples with
+  (:func:`~bayes_dualeval.inference.draws_metric.draws_metric`: the default round's draws'
+  regularised covariance in the default's blocks), after
+  :data:`~bayes_dualeval.inference.warm.WARMUP` iterations tuning the step size;
 * ``pooled``: the mean over chains of the metrics the chains adapted (what a warm-up that
   shared its estimates across chains could reach at best with the same draws);
-* ``oracle``: the covariance of the default round's 4,000 draws, in the default's shape
-  (dense global block, diagonal elsewhere): the best metric of that shape;
 * ``oracle-dense`` (``--dense``): the same covariance over every coordinate, dense. With
   4,000 autocorrelated draws of several hundred coordinates its estimate is noisy, which
   costs more steps than the correlations it adds recover;
@@ -57,9 +62,11 @@ def main(argv=None) -> int:
     from bayes_dualeval.inference import nuts, nuts_round
     from bayes_dualeval.inference.buckets import padded
     from bayes_dualeval.inference.chains import CompiledInitNUTS, data_as_argument
+    from bayes_dualeval.inference.draws_metric import draws_metric
     from bayes_dualeval.inference.metric import start_metric
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.inference.start import init_strategy
+    from bayes_dualeval.inference.warm import WARMUP
     from bayes_dualeval.model.config import load_spec
     from bayes_dualeval.model.inputs import build_inputs
     from bayes_dualeval.model.joint import dualeval_model, global_sites
@@ -84,10 +91,20 @@ def main(argv=None) -> int:
     unconstrained = _unconstrained(samples, inputs, config)
     _line("default (adapted)", base, base, state, time.perf_counter() - start, unconstrained)
 
-    shape = state.adapt_state.inverse_mass_matrix
+    # the control: the same kernel continued for as many draws (a continuation before
+    # session 65), from the same state as every line below
+    start = time.perf_counter()
+    go_on = nuts_round.continued(mcmc, settings.draws)
+    go_on.post_warmup_state = state
+    drawn, more = nuts_round.one_round(go_on, state.rng_key, inputs, config, None)
+    steps = float(more["num_steps"].mean())
+    latent = _unconstrained(drawn, inputs, config)
+    _line("continued", steps, base, go_on.last_state, time.perf_counter() - start, latent)
+
+    blocks = nuts.adapted_metric(state, CHAINS)
     metrics = {
-        "pooled": ([dense], nuts.adapted_metric(state, CHAINS)),
-        "oracle": ([dense], _oracle(unconstrained, shape)),
+        "pooled": ([dense], blocks),
+        "from draws": ([dense], draws_metric(samples, blocks, inputs, config)),
     }
     every = tuple(sorted(unconstrained))
     if args.dense:
@@ -98,7 +115,10 @@ def main(argv=None) -> int:
     fixed = dataclasses.replace(settings, warmup=150)  # the step size tuned again, only
     for label, (blocks, metric) in metrics.items():
         start = time.perf_counter()
-        if blocks == [dense]:
+        if label == "from draws":  # as a fit's continuation round runs it
+            short = dataclasses.replace(settings, warmup=WARMUP)
+            run = nuts.make_mcmc(inputs, config, short, metric, adapt_metric=False, step_size=step)
+        elif blocks == [dense]:
             run = nuts.make_mcmc(inputs, config, fixed, metric, adapt_metric=False, step_size=step)
         else:  # a dense block over every coordinate: the package never samples so
             kernel = CompiledInitNUTS(
@@ -188,20 +208,6 @@ def _covariance(unconstrained, names):
     import numpy as np
 
     return np.cov(np.concatenate([unconstrained[k] for k in names], axis=1).T).astype(np.float32)
-
-
-def _oracle(unconstrained, shape):
-    """The draws' covariance in the blocks of ``shape`` (dense where the metric is dense)."""
-    import numpy as np
-
-    out = {}
-    for names, block in shape.items():
-        if np.ndim(block) == 3:  # (chain, d, d): a dense block
-            out[names] = _covariance(unconstrained, names)
-        else:
-            columns = np.concatenate([unconstrained[k] for k in names], axis=1)
-            out[names] = columns.var(axis=0).astype(np.float32)
-    return out
 
 
 if __name__ == "__main__":
