@@ -247,6 +247,7 @@ def test_a_long_continuation_samples_with_the_metric_of_the_draws_so_far(caplog,
     caplog.set_level(logging.INFO, logger="bayes_dualeval")
     inputs, config = _tiny_inputs()
     monkeypatch.setattr(nuts, "RETUNE_MIN_DRAWS", 20)  # one chain of 20 draws is enough here
+    monkeypatch.setattr(nuts, "RETUNE_MISFIT", 1.0)  # every metric misfits by 1 or more
     settings = SamplerSettings(chains=1, warmup=50, draws=20, extend=1, seed=2, target_accept=TOP)
     first, kernels = [], []
     real_make = nuts.make_mcmc
@@ -263,6 +264,7 @@ def test_a_long_continuation_samples_with_the_metric_of_the_draws_so_far(caplog,
 
     draws = run_nuts(inputs, config, settings, until=until)
     assert draws.info["rounds"] == 2 and draws.info["metric_from_draws"] == [2]
+    assert len(draws.info["metric_misfit"]) == 1 and draws.info["metric_misfit"][0] >= 1.0
     assert draws.samples["theta"].shape[1] == 40  # appended
     for name, values in first[0].items():  # round 1's draws are kept as they were
         np.testing.assert_array_equal(draws.samples[name][:, :20], values, err_msg=name)
@@ -287,14 +289,16 @@ def test_a_long_continuation_samples_with_the_metric_of_the_draws_so_far(caplog,
             flat = np.concatenate([np.ravel(stored["var"][n]) for n in key])
             np.testing.assert_allclose(flat, block, rtol=1e-5)
 
-    # a near miss, or too few draws, continues with the kernel it has
-    for patch in ({"RETUNE_MIN_DRAWS": 21}, {"RETUNE_SHARE": 1.01}):
+    # a near miss, too few draws, or a metric that fits the draws: the kernel it has
+    for patch in ({"RETUNE_MIN_DRAWS": 21}, {"RETUNE_SHARE": 1.01}, {"RETUNE_MISFIT": 1e9}):
+        monkeypatch.setattr(nuts, "RETUNE_MIN_DRAWS", 20)
         for name, value in patch.items():
             monkeypatch.setattr(nuts, name, value)
         draws = run_nuts(inputs, config, settings, until=lambda d: False)
         assert draws.info["rounds"] == 2 and "metric_from_draws" not in draws.info
+        # the ratio is recorded whenever it was computed
+        assert ("metric_misfit" in draws.info) == ("RETUNE_MISFIT" in patch)
         monkeypatch.undo()
-        monkeypatch.setattr(nuts, "make_mcmc", make)
 
 
 def test_the_metric_of_draws_is_their_regularised_covariance_in_the_blocks_form():
@@ -326,6 +330,19 @@ def test_the_metric_of_draws_is_their_regularised_covariance_in_the_blocks_form(
     assert module.draws_metric({n: samples[n] for n in names}, blocks, inputs, config) is None
     short = {("sigma_b",): np.ones(2)}  # a block of another size
     assert module.draws_metric(samples, short, inputs, config) is None
+
+    # the misfit: generalised eigenvalues of the draws' covariance against the metric, over
+    # the dense blocks only
+    assert module.misfit(out, out) == pytest.approx(1.0)
+    stretched = dict(out)
+    root = np.linalg.cholesky(out[tuple(names)].astype(np.float64))
+    wide = np.ones(d)
+    wide[0] = 9.0  # one direction given 9 times the variance the metric allows
+    stretched[tuple(names)] = root @ np.diag(wide) @ root.T
+    assert module.misfit(out, stretched) == pytest.approx(9.0, rel=1e-4)
+    stretched[("sigma_b",)] = out[("sigma_b",)] * 100.0  # a diagonal block is not read
+    assert module.misfit(out, stretched) == pytest.approx(9.0, rel=1e-4)
+    assert module.misfit({("sigma_b",): np.ones(1)}, {("sigma_b",): np.ones(1) * 5}) == 1.0
 
 
 def test_nuts_stops_extending_at_its_budget():

@@ -28,7 +28,7 @@ from bayes_dualeval.inference.chains import (
     data_as_argument,
 )
 from bayes_dualeval.inference.draws import Draws, timed
-from bayes_dualeval.inference.draws_metric import draws_metric
+from bayes_dualeval.inference.draws_metric import draws_metric, misfit
 from bayes_dualeval.inference.heartbeat import heartbeat
 from bayes_dualeval.inference.layout import laid_out, layouts_read
 from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
@@ -72,6 +72,13 @@ RETUNE_SHARE = 0.5
 #: ... and only once the chains hold at least this many draws in all: warm-up's estimate
 #: rests on its last window, 200 iterations of each chain under the default 400.
 RETUNE_MIN_DRAWS = 1000
+#: ... and only where the chains' metric misfits those draws: the dense block's generalised
+#: eigenvalues against their covariance spread by at least this ratio
+#: (:func:`~bayes_dualeval.inference.draws_metric.misfit`). Below it, the re-estimate gained
+#: too little to pay for its warm-up (bundled example, whose ratio is about 2.7: a median
+#: 1.16x the least ESS per leapfrog step over five seeds, about 1.05x with the warm-up's
+#: steps counted); AlpacaEval's warm-up left a ratio of 44 (docs/performance.md).
+RETUNE_MISFIT = 4.0
 
 
 def make_mcmc(
@@ -149,8 +156,9 @@ def run_nuts(
         miss: the further draws the check estimates it needs), that many
         (:func:`~.nuts_round.continuation_draws`): slow mixing needs more draws, a near
         miss only a few. A round of at least :data:`RETUNE_SHARE` of ``settings.draws``,
-        once the chains hold :data:`RETUNE_MIN_DRAWS` draws in all, samples with the
-        metric of the draws so far
+        once the chains hold :data:`RETUNE_MIN_DRAWS` draws in all and where their metric
+        misfits those draws by :data:`RETUNE_MISFIT` or more (``info["metric_misfit"]``
+        records each ratio), samples with the metric of the draws so far
         (:func:`~bayes_dualeval.inference.draws_metric.draws_metric`) after
         :data:`~bayes_dualeval.inference.warm.WARMUP` warm-up iterations that tune the
         step size only (``info["metric_from_draws"]`` lists those rounds); a shorter one
@@ -198,7 +206,7 @@ def run_nuts(
     Draws
     """
     timings: dict = {}
-    rounds, parts, retuned, apart = 0, [], [], False
+    rounds, parts, retuned, misfits, apart = 0, [], [], [], False
     current = settings
     large = worth_it(inputs)  # judged on the data as they are
     chunks = nuts_round.staged_chunks(inputs, settings)  # the first round's runs of the driver
@@ -319,6 +327,11 @@ def run_nuts(
             so_far = draws.stats["n_steps"].size  # over every chain
             if more >= RETUNE_SHARE * settings.draws and so_far >= RETUNE_MIN_DRAWS:
                 better = draws_metric(draws.samples, metric_now, inputs, config)
+                if better is not None:
+                    ratio = misfit(metric_now, better)
+                    misfits.append(round(ratio, 2))
+                    if ratio < RETUNE_MISFIT:
+                        better = None
             how = ""
             if better is not None:
                 how = f", with the metric of the {so_far} draws so far"
@@ -346,6 +359,8 @@ def run_nuts(
     )
     if retuned:
         draws.info["metric_from_draws"] = retuned
+    if misfits:
+        draws.info["metric_misfit"] = misfits
     if "interrupted_round" not in draws.info:
         draws.adaptation = adaptation(
             mcmc.last_state, draws.samples, inputs, config, settings.chains
