@@ -28,13 +28,12 @@ from bayes_dualeval.inference.chains import (
     data_as_argument,
 )
 from bayes_dualeval.inference.draws import Draws, timed
-from bayes_dualeval.inference.draws_metric import draws_metric, misfit
 from bayes_dualeval.inference.heartbeat import heartbeat
 from bayes_dualeval.inference.layout import laid_out, layouts_read
 from bayes_dualeval.inference.metric import adapted_metric, pilot, worth_it
 from bayes_dualeval.inference.settings import SamplerSettings
 from bayes_dualeval.inference.start import init_strategy
-from bayes_dualeval.inference.warm import WARMUP, WarmStart, adaptation
+from bayes_dualeval.inference.warm import WarmStart, adaptation
 from bayes_dualeval.model.config import ModelConfig
 from bayes_dualeval.model.inputs import ModelInputs
 from bayes_dualeval.model.joint import dualeval_model, global_sites
@@ -62,23 +61,6 @@ DIVERGENCE_MAX_DEPTH = 10
 #: tuned again, to the higher target acceptance (NumPyro's schedule for 200 iterations
 #: ends in Stan's 50-iteration final buffer of step-size adaptation).
 RETUNE_WARMUP = 200
-#: A round that continues the chains without divergences, for at least this share of a
-#: full round's draws, samples with the metric of the draws so far
-#: (:func:`~bayes_dualeval.inference.draws_metric.draws_metric`) after a warm-up that tunes
-#: the step size only (:data:`bayes_dualeval.inference.warm.WARMUP` iterations, as a warm
-#: start's). A shorter one (a near miss) continues with the kernel it has: the warm-up and
-#: the two programs it compiles would cost more than its draws can gain.
-RETUNE_SHARE = 0.5
-#: ... and only once the chains hold at least this many draws in all: warm-up's estimate
-#: rests on its last window, 200 iterations of each chain under the default 400.
-RETUNE_MIN_DRAWS = 1000
-#: ... and only where the chains' metric misfits those draws: the dense block's generalised
-#: eigenvalues against their covariance spread by at least this ratio
-#: (:func:`~bayes_dualeval.inference.draws_metric.misfit`). Below it, the re-estimate gained
-#: too little to pay for its warm-up (bundled example, whose ratio is about 2.7: a median
-#: 1.16x the least ESS per leapfrog step over five seeds, about 1.05x with the warm-up's
-#: steps counted); AlpacaEval's warm-up left a ratio of 44 (docs/performance.md).
-RETUNE_MISFIT = 4.0
 
 
 def make_mcmc(
@@ -151,18 +133,11 @@ def run_nuts(
         ``until(draws)``: true when the draws so far are good enough (e.g. they pass
         the convergence check; :func:`bayes_dualeval.posterior.diagnostics.draws_verdict`).
         While it is false, up to ``settings.extend`` more rounds are run. Without
-        divergences, a round continues the chains from where they stopped and appends
-        ``settings.draws`` draws per chain, or, when the answer carries ``more`` (a near
-        miss: the further draws the check estimates it needs), that many
-        (:func:`~.nuts_round.continuation_draws`): slow mixing needs more draws, a near
-        miss only a few. A round of at least :data:`RETUNE_SHARE` of ``settings.draws``,
-        once the chains hold :data:`RETUNE_MIN_DRAWS` draws in all and where their metric
-        misfits those draws by :data:`RETUNE_MISFIT` or more (``info["metric_misfit"]``
-        records each ratio), samples with the metric of the draws so far
-        (:func:`~bayes_dualeval.inference.draws_metric.draws_metric`) after
-        :data:`~bayes_dualeval.inference.warm.WARMUP` warm-up iterations that tune the
-        step size only (``info["metric_from_draws"]`` lists those rounds); a shorter one
-        keeps the step size and mass matrix it has. Such a round runs in chunks of
+        divergences, a round continues the chains from where they stopped (same step size
+        and mass matrix) and appends ``settings.draws`` draws per chain, or, when the
+        answer carries ``more`` (a near miss: the further draws the check estimates it
+        needs), that many (:func:`~.nuts_round.continuation_draws`): slow mixing needs more
+        draws, a near miss only a few. Such a round runs in chunks of
         :data:`~.nuts_round.CONTINUE_STEP` draws, one compiled program whatever its length
         (:func:`~.nuts_round.one_round`). With divergences, more draws of the same
         kernel would only add more, so the round tunes a smaller step size for the next
@@ -206,7 +181,7 @@ def run_nuts(
     Draws
     """
     timings: dict = {}
-    rounds, parts, retuned, misfits, apart = 0, [], [], [], False
+    rounds, parts = 0, []
     current = settings
     large = worth_it(inputs)  # judged on the data as they are
     chunks = nuts_round.staged_chunks(inputs, settings)  # the first round's runs of the driver
@@ -256,7 +231,7 @@ def run_nuts(
                             init,
                             chunks,
                             progress,
-                            warm_up_apart=(rounds == 0 and chunks > 1) or apart,
+                            warm_up_apart=rounds == 0 and chunks > 1,
                             stop=asked,
                         )
                     )
@@ -265,7 +240,7 @@ def run_nuts(
                     raise
                 draws.info["interrupted_round"] = rounds + 1
                 break
-            init, apart = None, False
+            init = None
             rounds += 1
             elapsed = time.perf_counter() - started
             if "kept" in progress:
@@ -320,47 +295,18 @@ def run_nuts(
                 )  # fmt: skip
                 continue
             more = nuts_round.continuation_draws(verdict, settings.draws)
-            chunks = nuts_round.chunks(more)  # one compiled program for every continuation
-            state = mcmc.last_state
-            metric_now = adapted_metric(state, settings.chains)
-            better = None
-            so_far = draws.stats["n_steps"].size  # over every chain
-            if more >= RETUNE_SHARE * settings.draws and so_far >= RETUNE_MIN_DRAWS:
-                better = draws_metric(draws.samples, metric_now, inputs, config)
-                if better is not None:
-                    ratio = misfit(metric_now, better)
-                    misfits.append(round(ratio, 2))
-                    if ratio < RETUNE_MISFIT:
-                        better = None
-            how = ""
-            if better is not None:
-                how = f", with the metric of the {so_far} draws so far"
             logger.info(
-                "round %d: the convergence check has not passed; %d more draws per chain%s",
-                rounds + 1, more, how,
+                "round %d: the convergence check has not passed; %d more draws per chain",
+                rounds + 1, more,
             )  # fmt: skip
-            if better is None:
-                mcmc = nuts_round.continued(mcmc, more // chunks)
-                key = mcmc.post_warmup_state.rng_key
-            else:
-                mcmc = make_mcmc(
-                    inputs, config,
-                    replace(current, warmup=WARMUP, draws=more // chunks),
-                    better, adapt_metric=False,
-                    step_size=float(np.mean(state.adapt_state.step_size)),
-                )  # fmt: skip
-                init, apart = state.z, True
-                key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), rounds)
-                retuned.append(rounds + 1)
+            chunks = nuts_round.chunks(more)  # one compiled program for every continuation
+            mcmc = nuts_round.continued(mcmc, more // chunks)
+            key = mcmc.post_warmup_state.rng_key
     draws.timings = timings
     start = "warm" if warm is not None else "curvature"
     draws.info.update(
         rounds=rounds, start_metric="identity" if metric is None else start, **layouts_read(inputs)
     )
-    if retuned:
-        draws.info["metric_from_draws"] = retuned
-    if misfits:
-        draws.info["metric_misfit"] = misfits
     if "interrupted_round" not in draws.info:
         draws.adaptation = adaptation(
             mcmc.last_state, draws.samples, inputs, config, settings.chains

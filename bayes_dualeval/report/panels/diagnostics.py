@@ -101,11 +101,6 @@ def _nuts_facts(ctx: ReportContext, conv: dict) -> dict:
         facts["warm-up metric started from"] = START_METRIC.get(
             info["start_metric"], str(info["start_metric"])
         )
-    if info.get("metric_from_draws"):
-        rounds = ", ".join(str(r) for r in info["metric_from_draws"])
-        facts["metric of the continued rounds"] = (
-            f"round(s) {rounds}: the covariance of the draws before them"
-        )
     if "sample_stats" not in ctx.idata.groups():
         return facts
     stats = ctx.idata.sample_stats
