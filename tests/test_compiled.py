@@ -359,11 +359,14 @@ def test_maps_objective_compiles_with_the_options_for_few_calls(monkeypatch):
     programs whose compilation is their cost (inference/xla_options.py). The options reach
     the compiler: an option XLA does not know fails the objective's compilation. And a jaxlib
     that does not know the option gets XLA's defaults, not an error."""
+    from importlib.metadata import version
+
     from bayes_dualeval.inference import mode, xla_options
     from bayes_dualeval.inference.settings import SamplerSettings
     from bayes_dualeval.model.config import load_spec
 
-    assert xla_options.few_calls() == xla_options.CPU_FEW_CALLS  # this jaxlib knows it
+    if version("jaxlib").startswith("0.10."):  # where the option is known to exist
+        assert xla_options.few_calls() == xla_options.CPU_FEW_CALLS
     config = load_spec("dualeval-2pl")
     inputs = _simulated_inputs(config, 9, 1)
     unknown = {"xla_cpu_no_such_option": False}
