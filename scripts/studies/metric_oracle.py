@@ -101,25 +101,27 @@ def main(argv=None) -> int:
     latent = _unconstrained(drawn, inputs, config)
     _line("continued", steps, base, go_on.last_state, time.perf_counter() - start, latent)
 
-    blocks = nuts.adapted_metric(state, CHAINS)
+    # each line: the metric's blocks, the metric, and the warm-up that tunes its step size
+    retune = 150
     metrics = {
-        "pooled": ([dense], blocks),
-        "from draws": ([dense], _oracle(unconstrained, state.adapt_state.inverse_mass_matrix)),
+        "pooled": ([dense], nuts.adapted_metric(state, CHAINS), retune),
+        "from draws": (  # as a continuation round would sample with it
+            [dense],
+            _oracle(unconstrained, state.adapt_state.inverse_mass_matrix),
+            WARMUP,
+        ),
     }
     every = tuple(sorted(unconstrained))
     if args.dense:
-        metrics["oracle-dense"] = ([every], {every: _covariance(unconstrained, every)})
+        metrics["oracle-dense"] = ([every], {every: _covariance(unconstrained, every)}, retune)
     if args.low_rank:
-        metrics["oracle-low-rank"] = ([every], {every: _low_rank(unconstrained, every)})
+        metrics["oracle-low-rank"] = ([every], {every: _low_rank(unconstrained, every)}, retune)
     step = float(np.mean(state.adapt_state.step_size))
-    fixed = dataclasses.replace(settings, warmup=150)  # the step size tuned again, only
-    for label, (blocks, metric) in metrics.items():
+    for label, (blocks, metric, warmup) in metrics.items():
         start = time.perf_counter()
-        if label == "from draws":  # as a fit's continuation round runs it
-            short = dataclasses.replace(settings, warmup=WARMUP)
-            run = nuts.make_mcmc(inputs, config, short, metric, adapt_metric=False, step_size=step)
-        elif blocks == [dense]:
-            run = nuts.make_mcmc(inputs, config, fixed, metric, adapt_metric=False, step_size=step)
+        if blocks == [dense]:  # the step size tuned again, only
+            tuned = dataclasses.replace(settings, warmup=warmup)
+            run = nuts.make_mcmc(inputs, config, tuned, metric, adapt_metric=False, step_size=step)
         else:  # a dense block over every coordinate: the package never samples so
             kernel = CompiledInitNUTS(
                 dualeval_model,
@@ -131,7 +133,7 @@ def main(argv=None) -> int:
                 inverse_mass_matrix=metric,
                 adapt_mass_matrix=False,
             )
-            run = MCMC(kernel, num_warmup=150, num_samples=settings.draws,
+            run = MCMC(kernel, num_warmup=warmup, num_samples=settings.draws,
                        num_chains=CHAINS, chain_method=data_as_argument,
                        progress_bar=False, jit_model_args=True)  # fmt: skip
         drawn, more = nuts_round.one_round(run, jax.random.PRNGKey(1), inputs, config, state.z)
